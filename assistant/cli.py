@@ -1,0 +1,262 @@
+"""The `assistant` command. Thin: parses, builds the runtime, calls the package, prints.
+
+Exit codes: 0 ok; 1 error with a one-line message; 2 usage or bad input; 3 the engine gave no
+answer (budget exhausted) after recovery.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from assistant.errors import AssistantError, BadInput
+from assistant.settings import Settings, load_settings
+
+
+def _print_json(obj: Any) -> None:
+    sys.stdout.write(json.dumps(obj, ensure_ascii=False) + "\n")
+    sys.stdout.flush()
+
+
+def _runtime(settings: Settings):  # noqa: ANN202 - imported lazily: `route` must start fast
+    from assistant.runtime import Runtime
+
+    rt = Runtime(settings)
+    if rt.notice:
+        print(rt.notice, file=sys.stderr)
+    return rt
+
+
+def cmd_chat(args: argparse.Namespace, settings: Settings) -> int:
+    from assistant.chat import check_text, raise_for
+
+    text = check_text(" ".join(args.text), settings.max_text_chars)
+    with _runtime(settings) as rt:
+        cid = rt.store.new_conversation("local", title=text)
+        result = asyncio.run(
+            rt.chat.run(text, conversation_id=cid, force_deep=args.deep, deep_inline=True)
+        )
+    if args.json:
+        _print_json(result.as_json())
+    else:
+        print(result.reply)
+        if result.error:
+            print(f"[{result.error}]", file=sys.stderr)
+        print(
+            f"[{result.lane}: {result.reason}; "
+            + ", ".join(f"{k} {v:.0f} ms" for k, v in result.timings.as_dict().items())
+            + "]",
+            file=sys.stderr,
+        )
+    raise_for(result)
+    if result.error and not result.reply:
+        return 1
+    return 0
+
+
+def _app_running(settings: Settings) -> bool:
+    pidfile = settings.data_dir / "serve.pid"
+    try:
+        os.kill(int(pidfile.read_text().strip()), 0)
+    except (OSError, ValueError):
+        return False
+    return True
+
+
+def cmd_delegate(args: argparse.Namespace, settings: Settings) -> int:
+    from assistant.chat import check_text
+    from assistant.jobs import JobQueue
+    from assistant.store import Store
+
+    text = check_text(" ".join(args.text), settings.max_text_chars)
+    wait = args.wait
+    if not wait or _app_running(settings):
+        store = Store(settings.db_path)
+        job = JobQueue(store, settings).submit("local", text, key=args.key)
+        while wait and job.state in ("queued", "running"):
+            time.sleep(1.0)
+            job = store.job(job.id)  # type: ignore[assignment]
+        store.close()
+    else:
+        with _runtime(settings) as rt:
+            job = rt.jobs.submit("local", text, key=args.key)
+            job = asyncio.run(rt.worker().run_by_id(job.id))
+    if args.json:
+        _print_json(job.as_json())
+    elif job.state == "done":
+        print(job.result)
+    else:
+        print(f"job {job.id}: {job.state}" + (f" ({job.error})" if job.error else ""))
+    if job.state == "failed":
+        print(f"job {job.id} failed: {job.error}", file=sys.stderr)
+        return 3 if job.error and job.error.startswith("budget exhausted") else 1
+    return 0
+
+
+def cmd_jobs(args: argparse.Namespace, settings: Settings) -> int:
+    from assistant.store import Store
+
+    store = Store(settings.db_path)
+    try:
+        if args.action == "list":
+            jobs = store.jobs()
+            if args.json:
+                for job in jobs:
+                    _print_json({k: v for k, v in job.as_json().items() if k != "reasoning"})
+            for job in [] if args.json else jobs:
+                print(f"{job.id}  {job.state:9}  {job.elapsed_s:7.1f}s  {job.prompt[:60]!r}")
+            return 0
+        if not args.id:
+            raise BadInput(f"jobs {args.action} needs a job id")
+        if args.action == "show":
+            job = store.job(args.id)
+            if job is None:
+                raise AssistantError(f"no job {args.id}")
+            if args.json:
+                _print_json(job.as_json())
+            else:
+                print(f"{job.id} {job.state} ({job.elapsed_s:.1f}s)\n\n{job.result or job.error}")
+            return 0
+        ok = store.cancel_job(args.id)
+        if args.json:
+            _print_json({"id": args.id, "cancelled": ok})
+        if not ok:
+            raise AssistantError(f"job {args.id} is not queued or running")
+        return 0
+    finally:
+        store.close()
+
+
+def cmd_route(args: argparse.Namespace, settings: Settings) -> int:
+    from assistant.router import Router
+
+    router = Router.load()
+    for text in args.text:
+        d = router.decide(text)
+        if args.json:
+            _print_json({"lane": d.lane, "reason": d.reason, "ms": round(d.ms, 2)})
+        else:
+            print(f"{d.lane}\t{d.reason}\t{d.ms:.1f} ms\t{text}")
+    return 0
+
+
+def cmd_transcribe(args: argparse.Namespace, settings: Settings) -> int:
+    from assistant.stt import transcribe_file
+
+    t = transcribe_file(Path(args.file), settings)
+    if args.json:
+        _print_json(t.as_json())
+    else:
+        print(t.text)
+    return 0
+
+
+def cmd_speak(args: argparse.Namespace, settings: Settings) -> int:
+    from assistant.tts import speak_to_file
+
+    speak_to_file(" ".join(args.text), Path(args.output), settings)
+    return 0
+
+
+def cmd_doctor(args: argparse.Namespace, settings: Settings) -> int:
+    from assistant.doctor import run_doctor
+
+    return run_doctor(settings, as_json=args.json)
+
+
+def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
+    from assistant.server import serve
+
+    return serve(settings, host=args.host, port=args.port)
+
+
+def cmd_bench(args: argparse.Namespace, settings: Settings) -> int:
+    from assistant.bench import run_bench
+
+    return run_bench(args.which, settings, as_json=args.json, rounds=args.rounds)
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="assistant", description=__doc__.splitlines()[0])
+    p.add_argument("-v", "--verbose", action="store_true", help="log what happens")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    s = sub.add_parser("serve", help="the web app")
+    s.add_argument("--host", default="127.0.0.1")
+    s.add_argument("--port", type=int, default=7860)
+    s.set_defaults(fn=cmd_serve)
+
+    s = sub.add_parser("chat", help="one typed turn through the router")
+    s.add_argument("text", nargs="+")
+    s.add_argument("--deep", action="store_true", help="use the deep lane")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(fn=cmd_chat)
+
+    s = sub.add_parser("delegate", help="a deep job")
+    s.add_argument("text", nargs="+")
+    g = s.add_mutually_exclusive_group()
+    g.add_argument("--wait", dest="wait", action="store_true", default=True)
+    g.add_argument("--no-wait", dest="wait", action="store_false")
+    s.add_argument("--key", help="idempotency key: the same key gives the same job")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(fn=cmd_delegate)
+
+    s = sub.add_parser("jobs", help="list, show or cancel jobs")
+    s.add_argument("action", nargs="?", default="list", choices=["list", "show", "cancel"])
+    s.add_argument("id", nargs="?")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(fn=cmd_jobs)
+
+    s = sub.add_parser("route", help="the routing decision only, no engine call")
+    s.add_argument("text", nargs="+")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(fn=cmd_route)
+
+    s = sub.add_parser("transcribe", help="speech to text")
+    s.add_argument("file")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(fn=cmd_transcribe)
+
+    s = sub.add_parser("speak", help="text to a WAV file")
+    s.add_argument("text", nargs="+")
+    s.add_argument("-o", "--output", required=True)
+    s.set_defaults(fn=cmd_speak)
+
+    s = sub.add_parser("doctor", help="probe the engine")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(fn=cmd_doctor)
+
+    s = sub.add_parser("bench", help="benchmarks")
+    s.add_argument("which", choices=["qos", "voice", "load"])
+    s.add_argument("--json", action="store_true")
+    s.add_argument("--rounds", type=int, default=None, help="samples per condition")
+    s.set_defaults(fn=cmd_bench)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING,
+        format="%(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    try:
+        settings = load_settings()
+        return args.fn(args, settings)
+    except AssistantError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return e.exit_code
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

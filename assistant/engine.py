@@ -1,0 +1,311 @@
+"""The engine client: one request shape per engine kind, streamed, with deadlines and one retry layer.
+
+Wraps the official async `openai` client (injected). Everything above this module sees only
+`StreamEvent`s; everything engine-specific (vLLM's priority and thinking switch, the two names
+of the reasoning field, llama.cpp's lack of both) is decided here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import random
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import openai
+from openai import AsyncOpenAI
+
+from assistant.errors import EngineError, EngineUnavailable
+from assistant.records import Message, Reply, StreamEvent, now_ms
+from assistant.settings import LaneConfig
+
+log = logging.getLogger(__name__)
+
+# finish reasons this module adds to the engine's own ("stop", "length", "tool_calls")
+CUT = "cut"
+"""The connection ended before the engine said it had finished."""
+STALLED = "stalled"
+"""No chunk arrived within the lane's read deadline."""
+TIMED_OUT = "timeout"
+"""The lane's total deadline passed."""
+INCOMPLETE = (CUT, STALLED, TIMED_OUT)
+
+_RETRYABLE_STATUS = (408, 429, 500, 502, 503, 504)
+
+
+@dataclass(frozen=True)
+class Profile:
+    """How one engine kind wants a lane's request shaped."""
+
+    kind: str
+    priority: bool
+    effort: bool
+    thinking_switch: bool
+
+    def shape(self, lane: LaneConfig, *, thinking: bool, max_tokens: int, use_priority: bool) -> dict:
+        params: dict[str, Any] = {"max_tokens": max_tokens}
+        extra: dict[str, Any] = {}
+        if self.effort:
+            params["reasoning_effort"] = lane.reasoning_effort if thinking else "low"
+        if self.thinking_switch:
+            extra["chat_template_kwargs"] = {"enable_thinking": thinking}
+        if self.priority and use_priority:
+            extra["priority"] = lane.priority
+        if self.kind == "openai":
+            # OpenAI's reasoning models reject max_tokens; max_completion_tokens is the budget
+            params["max_completion_tokens"] = params.pop("max_tokens")
+        if self.kind in ("vllm", "openai"):
+            params["stream_options"] = {"include_usage": True}
+        if extra:
+            params["extra_body"] = extra
+        return params
+
+
+PROFILES = {
+    "vllm": Profile("vllm", priority=True, effort=True, thinking_switch=True),
+    # llama-cpp-python's server has neither request priority nor a thinking switch
+    "llamacpp": Profile("llamacpp", priority=False, effort=False, thinking_switch=False),
+    "openai": Profile("openai", priority=False, effort=True, thinking_switch=False),
+}
+
+
+def build_client(base_url: str, api_key: str | None) -> AsyncOpenAI:
+    """The one client for an engine. Its own retries are off: this module is the retry layer."""
+    return AsyncOpenAI(
+        base_url=base_url,
+        api_key=api_key or "not-needed",
+        max_retries=0,
+        http_client=httpx.AsyncClient(limits=httpx.Limits(max_connections=256)),
+    )
+
+
+def _priority_rejected(err: openai.APIStatusError) -> bool:
+    text = str(err).lower()
+    return err.status_code == 400 and "priority" in text
+
+
+def _field(obj: Any, name: str) -> Any:
+    value = getattr(obj, name, None)
+    if value is None:
+        extra = getattr(obj, "model_extra", None) or {}
+        value = extra.get(name)
+    return value
+
+
+class Engine:
+    """A configured view of one OpenAI-compatible engine."""
+
+    def __init__(
+        self, client: AsyncOpenAI, *, kind: str, model: str | None, slots: int | None = None
+    ):
+        if kind not in PROFILES:
+            raise EngineError(f"unknown engine kind {kind!r}")
+        self.client = client
+        self.kind = kind
+        self.profile = PROFILES[kind]
+        self.model = model
+        self.slots = slots
+        """Sequences the engine serves at once, where it reports them."""
+        self.priority_ok = self.profile.priority
+        self.warnings: list[str] = []
+
+    def _warn_once(self, text: str) -> None:
+        if text not in self.warnings:
+            self.warnings.append(text)
+            log.warning(text)
+
+    async def stream(
+        self,
+        messages: list[Message],
+        lane: LaneConfig,
+        *,
+        thinking: bool | None = None,
+        max_tokens: int | None = None,
+        tools: list[dict] | None = None,
+    ) -> AsyncIterator[StreamEvent]:
+        """Stream one request. Always ends with one `finish` event unless it raises.
+
+        Raises EngineUnavailable / EngineError only before the first token; after it, a
+        cut or stalled stream ends with finish_reason `cut` / `stalled` so the caller keeps
+        what arrived.
+        """
+        thinking = lane.thinking if thinking is None else thinking
+        budget = max_tokens or lane.max_tokens
+        started = False
+        deadline = asyncio.get_running_loop().time() + lane.total_timeout_s
+        stream = await self._open(messages, lane, thinking, budget, tools)
+        finish: str | None = None
+        calls: dict[int, dict[str, str]] = {}
+        try:
+            iterator = stream.__aiter__()
+            while True:
+                remaining = deadline - asyncio.get_running_loop().time()
+                if remaining <= 0:
+                    finish = TIMED_OUT
+                    break
+                try:
+                    # the read deadline also lives in httpx; this guards engines that trickle
+                    # keep-alive bytes without ever sending a chunk
+                    chunk = await asyncio.wait_for(
+                        iterator.__anext__(), timeout=min(remaining, lane.read_timeout_s)
+                    )
+                except StopAsyncIteration:
+                    break
+                except (TimeoutError, httpx.ReadTimeout, openai.APITimeoutError):
+                    finish = STALLED if remaining > lane.read_timeout_s else TIMED_OUT
+                    break
+                except (httpx.HTTPError, openai.APIError) as e:
+                    if not started and isinstance(e, openai.APIStatusError):
+                        raise EngineError(f"engine error: {e.message}") from e
+                    log.info("stream ended early: %s", e)
+                    finish = CUT
+                    break
+                usage = getattr(chunk, "usage", None)
+                if usage is not None and getattr(usage, "completion_tokens", None):
+                    yield StreamEvent("usage", tokens=usage.completion_tokens)
+                for choice in chunk.choices or []:
+                    delta = choice.delta
+                    reasoning = _field(delta, "reasoning") or _field(delta, "reasoning_content")
+                    if reasoning:
+                        started = True
+                        yield StreamEvent("reasoning", text=reasoning, tokens=1)
+                    if delta is not None and delta.content:
+                        started = True
+                        yield StreamEvent("content", text=delta.content, tokens=1)
+                    for call in (delta.tool_calls if delta is not None else None) or []:
+                        entry = calls.setdefault(call.index or 0, {"name": "", "arguments": ""})
+                        if call.function is not None:
+                            entry["name"] += call.function.name or ""
+                            entry["arguments"] += call.function.arguments or ""
+                    if choice.finish_reason:
+                        finish = choice.finish_reason
+            for call in calls.values():
+                yield StreamEvent("tool_call", text=json.dumps(call))
+            if finish is None:
+                finish = CUT  # the stream closed without the engine's own finish reason
+            yield StreamEvent("finish", finish_reason=finish)
+        finally:
+            await stream.close()
+
+    async def _open(
+        self,
+        messages: list[Message],
+        lane: LaneConfig,
+        thinking: bool,
+        budget: int,
+        tools: list[dict] | None,
+    ) -> Any:
+        """Open the stream, retrying connection failures and 429/5xx with backoff (bounded)."""
+        timeout = httpx.Timeout(
+            connect=lane.connect_timeout_s,
+            read=lane.read_timeout_s,
+            write=lane.connect_timeout_s,
+            pool=lane.connect_timeout_s,
+        )
+        attempt = 0
+        while True:
+            params = self.profile.shape(
+                lane, thinking=thinking, max_tokens=budget, use_priority=self.priority_ok
+            )
+            if tools:
+                params["tools"] = tools
+            try:
+                model = lane.model or self.model or await self._discover_model(lane)
+                return await self.client.with_options(timeout=timeout).chat.completions.create(
+                    model=model,
+                    messages=[{"role": m.role, "content": m.content} for m in messages],
+                    stream=True,
+                    **params,
+                )
+            except openai.APIStatusError as e:
+                if self.priority_ok and _priority_rejected(e):
+                    self.priority_ok = False
+                    self._warn_once(
+                        "the engine rejected request priority (start vLLM with "
+                        "--scheduling-policy priority); the app's own lanes keep order instead"
+                    )
+                    continue
+                if e.status_code not in _RETRYABLE_STATUS or attempt >= lane.retries:
+                    if e.status_code in _RETRYABLE_STATUS:
+                        raise EngineUnavailable(
+                            f"the engine is busy or failing (HTTP {e.status_code}) after "
+                            f"{attempt + 1} attempts"
+                        ) from e
+                    raise EngineError(f"the engine refused the request: {e.message}") from e
+                wait = _retry_after(e) or _backoff(attempt)
+            except (openai.APIConnectionError, httpx.HTTPError) as e:
+                if attempt >= lane.retries:
+                    raise EngineUnavailable(
+                        f"the engine is unreachable at {self.client.base_url} ({type(e).__name__})"
+                    ) from e
+                wait = _backoff(attempt)
+            attempt += 1
+            log.info("engine request failed; retry %d in %.2fs", attempt, wait)
+            await asyncio.sleep(wait)
+
+    async def _discover_model(self, lane: LaneConfig) -> str:
+        """The engine's first model, asked once (the engine may have been down at start)."""
+        page = await self.client.with_options(timeout=lane.connect_timeout_s).models.list()
+        if not page.data:
+            raise EngineError("the engine lists no models; set ASSISTANT_MODEL")
+        self.model = page.data[0].id
+        return self.model
+
+    async def complete(self, messages: list[Message], lane: LaneConfig, **kw: Any) -> Reply:
+        """Run a request to the end and collect it."""
+        return await collect(self.stream(messages, lane, **kw))
+
+
+def _backoff(attempt: int) -> float:
+    return min(4.0, 0.25 * 2**attempt) * (0.75 + random.random() / 2)
+
+
+def _retry_after(e: openai.APIStatusError) -> float | None:
+    raw = e.response.headers.get("retry-after") if e.response is not None else None
+    try:
+        return min(5.0, max(0.0, float(raw))) if raw else None
+    except ValueError:
+        return None
+
+
+async def collect(events: AsyncIterator[StreamEvent]) -> Reply:
+    """Fold a stream into a Reply."""
+    reply = Reply()
+    start = now_ms()
+    first: float | None = None
+    usage_tokens = 0
+    try:
+        async for ev in events:
+            if ev.kind in ("reasoning", "content") and first is None:
+                first = now_ms()
+            if ev.kind == "reasoning":
+                reply.reasoning += ev.text
+                reply.reasoning_tokens += ev.tokens
+            elif ev.kind == "content":
+                reply.content += ev.text
+                reply.content_tokens += ev.tokens
+            elif ev.kind == "tool_call":
+                reply.delegate_requested |= _is_delegate(ev.text)
+            elif ev.kind == "usage":
+                usage_tokens = ev.tokens
+            elif ev.kind == "finish":
+                reply.finish_reason = ev.finish_reason
+                reply.incomplete = ev.finish_reason in INCOMPLETE
+    finally:
+        await events.aclose()  # type: ignore[attr-defined]
+    tokens = usage_tokens or reply.content_tokens + reply.reasoning_tokens
+    if first is not None and tokens > 1:
+        elapsed = (now_ms() - first) / 1000.0
+        reply.tokens_per_s = round((tokens - 1) / elapsed, 2) if elapsed > 0 else None
+    return reply
+
+
+def _is_delegate(raw: str) -> bool:
+    try:
+        return json.loads(raw).get("name") == "delegate"
+    except (ValueError, AttributeError):
+        return False

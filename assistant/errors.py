@@ -1,0 +1,39 @@
+"""Errors a user can read. Each carries a one-line message; the CLI prints it without a traceback."""
+
+
+class AssistantError(Exception):
+    """Base: a failure with a message meant for the user."""
+
+    exit_code = 1
+
+
+class ConfigError(AssistantError):
+    """A setting is invalid."""
+
+
+class EngineUnavailable(AssistantError):
+    """The engine could not be reached or kept failing before the first token."""
+
+
+class EngineError(AssistantError):
+    """The engine answered with an error that retrying will not fix."""
+
+
+class BudgetExhausted(AssistantError):
+    """The engine spent its whole budget reasoning and gave no answer."""
+
+    exit_code = 3
+
+
+class BadInput(AssistantError):
+    """Input the user gave (text, audio, file) cannot be used; the message says why."""
+
+    exit_code = 2
+
+
+class Busy(AssistantError):
+    """A bounded queue or a per-user limit is full."""
+
+
+class ModelMissing(AssistantError):
+    """A named model is not on disk; the message says how to get it."""

@@ -1,0 +1,266 @@
+"""Delegated jobs: queued in the store, run on the deep lane under a lease, preemptible.
+
+A preempted or cut deep stream is not a failure: what it generated is saved, and the job asks
+for the deep lane again and continues from there. Nothing a job finished is ever thrown away.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import time
+import uuid
+from dataclasses import dataclass, field
+
+from assistant.engine import CUT, INCOMPLETE, STALLED, Engine
+from assistant.errors import AssistantError, Busy, EngineUnavailable
+from assistant.lanes import LaneScheduler
+from assistant.prompt import Prompts
+from assistant.records import Job
+from assistant.settings import Settings
+from assistant.store import Store
+
+log = logging.getLogger(__name__)
+
+LEASE_S = 30.0
+HEARTBEAT_S = 2.0
+MAX_RESUMES = 50
+"""Bounded: an engine that cuts every stream cannot keep a job alive forever."""
+MAX_ATTEMPTS = 5
+RESUMABLE = ("preempted", CUT, STALLED)
+"""Ends that are not the job's fault: continue from what was generated."""
+MAX_BUDGET = 131072
+
+
+class JobQueue:
+    """Creating, listing, cancelling and retrying jobs. The store is the queue."""
+
+    def __init__(self, store: Store, settings: Settings):
+        self.store = store
+        self.settings = settings
+        self.wake = asyncio.Event()
+
+    def submit(
+        self,
+        owner: str,
+        prompt: str,
+        *,
+        key: str | None = None,
+        conversation_id: str | None = None,
+        budget: int | None = None,
+    ) -> Job:
+        """Store a queued job before any engine call; the same key gives back the same job."""
+        if self.store.active_job_count(owner) >= self.settings.max_jobs_per_user and not (
+            key and any(j.idempotency_key == key for j in self.store.jobs(owner))
+        ):
+            raise Busy(
+                f"you already have {self.settings.max_jobs_per_user} jobs queued or running; "
+                "wait for one to finish or cancel one"
+            )
+        job, _ = self.store.create_job(
+            owner,
+            prompt,
+            budget or self.settings.deep.max_tokens,
+            idempotency_key=key,
+            conversation_id=conversation_id,
+        )
+        self.wake.set()
+        return job
+
+    def cancel(self, job_id: str, owner: str | None = None) -> bool:
+        return self.store.cancel_job(job_id, owner)
+
+    def retry(self, job_id: str, owner: str | None = None, *, bigger: bool = True) -> Job:
+        job = self.store.job(job_id)
+        if job is None or (owner is not None and job.owner != owner):
+            raise AssistantError(f"no job {job_id}")
+        budget = min(MAX_BUDGET, job.budget * 2) if bigger else job.budget
+        if not self.store.requeue(job_id, budget=budget, result="", reasoning="", attempts=0):
+            raise AssistantError(f"job {job_id} is {job.state}; only failed or cancelled jobs retry")
+        self.wake.set()
+        return self.store.job(job_id)  # type: ignore[return-value]
+
+
+@dataclass
+class Progress:
+    """What a running job has produced so far (saved at each heartbeat)."""
+
+    result: str = ""
+    reasoning: str = ""
+    answer_tokens: int = 0
+    reasoning_tokens: int = 0
+    finish: str | None = None
+    started: float = field(default_factory=time.monotonic)
+
+
+class JobWorker:
+    """Runs queued jobs on the deep lane, as many at once as the scheduler lets through."""
+
+    def __init__(
+        self,
+        *,
+        store: Store,
+        engine: Engine,
+        scheduler: LaneScheduler,
+        prompts: Prompts,
+        queue: JobQueue,
+        settings: Settings,
+    ):
+        self.store = store
+        self.engine = engine
+        self.scheduler = scheduler
+        self.prompts = prompts
+        self.queue = queue
+        self.settings = settings
+        self.worker_id = f"{os.getpid()}-{uuid.uuid4().hex[:6]}"
+        self.tasks: set[asyncio.Task] = set()
+
+    async def serve(self, poll_s: float = 1.0) -> None:
+        """Claim and run jobs until cancelled; running jobs are cancelled with it."""
+        self.store.recover_running()
+        try:
+            while True:
+                while len(self.tasks) < self.scheduler.deep_max:
+                    job = self.store.claim_job(self.worker_id, LEASE_S)
+                    if job is None:
+                        break
+                    task = asyncio.create_task(self.run(job), name=f"job-{job.id}")
+                    self.tasks.add(task)
+                    task.add_done_callback(self.tasks.discard)
+                self.queue.wake.clear()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self.queue.wake.wait(), poll_s)
+        finally:
+            for task in list(self.tasks):
+                task.cancel()
+            await asyncio.gather(*self.tasks, return_exceptions=True)
+
+    async def run_by_id(self, job_id: str) -> Job:
+        """Claim one job and run it here (`assistant delegate --wait` with no app running)."""
+        job = self.store.claim_job(self.worker_id, LEASE_S, job_id=job_id)
+        if job is not None:
+            await self.run(job)
+        return self.store.job(job_id)  # type: ignore[return-value]
+
+    async def run(self, job: Job) -> None:
+        progress = Progress(result=job.result, reasoning=job.reasoning)
+        progress.started -= job.elapsed_s
+        resumes = 0
+        try:
+            while True:
+                try:
+                    finish = await self._segment(job, progress)
+                except EngineUnavailable as e:
+                    self._save(job, progress)
+                    if job.attempts >= MAX_ATTEMPTS:
+                        self._end(job, progress, "failed", error=str(e))
+                    else:  # back to the queue; another attempt after a pause
+                        await asyncio.sleep(min(30.0, 2.0 * job.attempts))
+                        self.store.finish_job(job.id, self.worker_id, "queued")
+                    return
+                if finish in RESUMABLE and resumes < MAX_RESUMES:
+                    resumes += 1
+                    self.scheduler.stats["deep"].preemptions += finish == CUT
+                    continue  # keep what it generated; ask for the lane again and continue
+                break
+            if finish == "cancelled":
+                return
+            if finish == "length" and not progress.result.strip():
+                self._end(
+                    job,
+                    progress,
+                    "failed",
+                    error=f"budget exhausted: {job.budget} tokens went on reasoning and no "
+                    "answer came; the reasoning is kept; retry with a bigger budget",
+                )
+            elif finish in INCOMPLETE or finish == "preempted":
+                self._end(job, progress, "failed", error=f"the stream kept ending early ({finish})")
+            else:
+                if finish == "length":
+                    progress.result += f"\n\n*(stopped at the budget of {job.budget} tokens)*"
+                self._end(job, progress, "done")
+        except asyncio.CancelledError:
+            # the app is stopping: save progress and hand the job back to the queue
+            self._save(job, progress)
+            self.store.finish_job(job.id, self.worker_id, "queued")
+            raise
+        except AssistantError as e:
+            self._end(job, progress, "failed", error=str(e))
+        except Exception as e:  # a bug must not leave the job running forever
+            log.exception("job %s crashed", job.id)
+            self._end(job, progress, "failed", error=f"internal error: {e}")
+
+    async def _segment(self, job: Job, progress: Progress) -> str | None:
+        """One admitted stretch of generation. Returns the finish reason, or
+        "preempted" / "cancelled"."""
+        async with self.scheduler.admit("deep") as ticket:
+            messages = self.prompts.deep(job.prompt, partial=progress.result)
+            gen = asyncio.create_task(self._generate(messages, job, progress))
+            beat = asyncio.create_task(self._heartbeat(job, progress))
+            preempt = asyncio.create_task(ticket.preempted.wait())
+            try:
+                done, _ = await asyncio.wait(
+                    {gen, beat, preempt}, return_when=asyncio.FIRST_COMPLETED
+                )
+                if gen in done:
+                    return gen.result()
+                if beat in done:
+                    return "cancelled"
+                return "preempted"
+            finally:
+                for task in (gen, beat, preempt):
+                    task.cancel()
+                await asyncio.gather(gen, beat, preempt, return_exceptions=True)
+                self._save(job, progress)
+
+    async def _generate(self, messages: list, job: Job, progress: Progress) -> str | None:
+        lane = self.settings.deep
+        remaining = max(256, job.budget - progress.answer_tokens - progress.reasoning_tokens)
+        events = self.engine.stream(messages, lane, max_tokens=remaining)
+        try:
+            async for ev in events:
+                if ev.kind == "reasoning":
+                    progress.reasoning += ev.text
+                    progress.reasoning_tokens += 1
+                elif ev.kind == "content":
+                    progress.result += ev.text
+                    progress.answer_tokens += 1
+                elif ev.kind == "finish":
+                    return ev.finish_reason
+        finally:
+            await events.aclose()
+        return CUT
+
+    async def _heartbeat(self, job: Job, progress: Progress) -> None:
+        """Keep the lease; returns when the job is no longer ours (cancelled)."""
+        while True:
+            await asyncio.sleep(HEARTBEAT_S)
+            if not self._save(job, progress):
+                return
+
+    def _save(self, job: Job, progress: Progress) -> bool:
+        return self.store.heartbeat(
+            job.id,
+            self.worker_id,
+            LEASE_S,
+            result=progress.result,
+            reasoning=progress.reasoning,
+            answer_tokens=progress.answer_tokens,
+            reasoning_tokens=progress.reasoning_tokens,
+            elapsed_s=round(time.monotonic() - progress.started, 2),
+        )
+
+    def _end(self, job: Job, progress: Progress, state: str, error: str | None = None) -> None:
+        self.store.finish_job(
+            job.id,
+            self.worker_id,
+            state,
+            result=progress.result,
+            reasoning=progress.reasoning,
+            answer_tokens=progress.answer_tokens,
+            reasoning_tokens=progress.reasoning_tokens,
+            elapsed_s=round(time.monotonic() - progress.started, 2),
+            error=error,
+        )

@@ -1,0 +1,129 @@
+"""The lane scheduler: the app's own priority in front of engines that have none.
+
+Chat is admitted before deep; deep requests in flight are capped; on an engine with fewer free
+slots than requests, an arriving chat turn preempts a running deep request (its holder stops the
+stream, keeps what it generated, and asks to be admitted again).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections import deque
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+
+from assistant.errors import Busy
+from assistant.records import Lane, now_ms
+
+
+@dataclass(eq=False)
+class Ticket:
+    """One admitted request."""
+
+    lane: Lane
+    queue_ms: float = 0.0
+    preempted: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+@dataclass
+class LaneStats:
+    """Recent per-lane samples (ms, tokens/s), bounded."""
+
+    queue_ms: deque[float] = field(default_factory=lambda: deque(maxlen=500))
+    ttft_ms: deque[float] = field(default_factory=lambda: deque(maxlen=500))
+    tokens_per_s: deque[float] = field(default_factory=lambda: deque(maxlen=500))
+    preemptions: int = 0
+
+
+class LaneScheduler:
+    """Admission control per lane.
+
+    `slots`: how many requests the engine serves at once (None: unknown, so chat is never held
+    back by the app). `enabled=False` admits everything at once, FIFO at the engine: the
+    baseline the QoS benchmark compares against.
+    """
+
+    def __init__(
+        self,
+        *,
+        deep_max_in_flight: int,
+        slots: int | None = None,
+        enabled: bool = True,
+        max_waiting: int = 256,
+    ):
+        self.deep_max = max(1, deep_max_in_flight)
+        self.slots = slots
+        self.enabled = enabled
+        self.max_waiting = max_waiting
+        self.running: dict[Lane, list[Ticket]] = {"chat": [], "deep": []}
+        self.waiting: dict[Lane, int] = {"chat": 0, "deep": 0}
+        self.stats: dict[Lane, LaneStats] = {"chat": LaneStats(), "deep": LaneStats()}
+        self._cond = asyncio.Condition()
+
+    @property
+    def in_flight(self) -> int:
+        return len(self.running["chat"]) + len(self.running["deep"])
+
+    def _slot_free(self) -> bool:
+        return self.slots is None or self.in_flight < self.slots
+
+    def _admissible(self, lane: Lane) -> bool:
+        if not self.enabled:
+            return True
+        if lane == "chat":
+            return self._slot_free()
+        return (
+            self.waiting["chat"] == 0
+            and len(self.running["deep"]) < self.deep_max
+            and self._slot_free()
+        )
+
+    def _preempt_for_chat(self) -> None:
+        """No slot for a waiting chat turn: ask the newest running deep request to yield."""
+        if not self.enabled or self._slot_free():
+            return
+        candidates = [t for t in self.running["deep"] if not t.preempted.is_set()]
+        if candidates:
+            candidates[-1].preempted.set()
+            self.stats["deep"].preemptions += 1
+
+    @contextlib.asynccontextmanager
+    async def admit(self, lane: Lane) -> AsyncIterator[Ticket]:
+        """Wait for this lane's turn; the ticket is held until the block exits."""
+        if sum(self.waiting.values()) >= self.max_waiting:
+            raise Busy("too many requests are waiting; try again in a moment")
+        ticket = Ticket(lane)
+        start = now_ms()
+        async with self._cond:
+            self.waiting[lane] += 1
+            try:
+                if lane == "chat":
+                    self._preempt_for_chat()
+                await self._cond.wait_for(lambda: self._admissible(lane))
+            finally:
+                self.waiting[lane] -= 1
+                self._cond.notify_all()
+            self.running[lane].append(ticket)
+        ticket.queue_ms = now_ms() - start
+        self.stats[lane].queue_ms.append(ticket.queue_ms)
+        try:
+            yield ticket
+        finally:
+            async with self._cond:
+                self.running[lane].remove(ticket)
+                self._cond.notify_all()
+
+    def record(self, lane: Lane, ttft_ms: float | None, tokens_per_s: float | None) -> None:
+        if ttft_ms is not None:
+            self.stats[lane].ttft_ms.append(ttft_ms)
+        if tokens_per_s is not None:
+            self.stats[lane].tokens_per_s.append(tokens_per_s)
+
+    def depth(self) -> dict[str, int]:
+        return {
+            "chat_waiting": self.waiting["chat"],
+            "deep_waiting": self.waiting["deep"],
+            "chat_running": len(self.running["chat"]),
+            "deep_running": len(self.running["deep"]),
+        }

@@ -1,0 +1,193 @@
+"""Typed records passed between stages. Defined in one place so every stage agrees."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Literal
+
+Lane = Literal["chat", "deep"]
+Role = Literal["system", "user", "assistant"]
+JobState = Literal["queued", "running", "done", "failed", "cancelled"]
+
+TIMING_KEYS = (
+    "stt",
+    "route",
+    "queue",
+    "ttft",
+    "first_sentence",
+    "tts_first_audio",
+    "llm_total",
+    "tts_total",
+    "first_audio",
+    "total",
+)
+
+
+@dataclass(frozen=True)
+class Message:
+    """One chat message as the engine sees it."""
+
+    role: Role
+    content: str
+
+
+@dataclass(frozen=True)
+class RouteDecision:
+    """Which lane a request goes to, and a reason a person can read."""
+
+    lane: Lane
+    reason: str
+    ms: float = 0.0
+    text: str = ""
+    """The request with any explicit cue ("delegate ...") removed."""
+
+
+@dataclass(frozen=True)
+class StreamEvent:
+    """One increment from the engine stream."""
+
+    kind: Literal["reasoning", "content", "tool_call", "finish", "usage"]
+    text: str = ""
+    finish_reason: str | None = None
+    tokens: int = 0
+
+
+@dataclass
+class Timings:
+    """Per-turn latency record in milliseconds (DESIGN.md section 6); None = not measured."""
+
+    stt: float | None = None
+    route: float | None = None
+    queue: float | None = None
+    ttft: float | None = None
+    first_sentence: float | None = None
+    tts_first_audio: float | None = None
+    llm_total: float | None = None
+    tts_total: float | None = None
+    first_audio: float | None = None
+    total: float | None = None
+
+    def as_dict(self) -> dict[str, float]:
+        return {k: round(v, 1) for k, v in asdict(self).items() if v is not None}
+
+
+@dataclass
+class Reply:
+    """What one engine request produced."""
+
+    content: str = ""
+    reasoning: str = ""
+    finish_reason: str | None = None
+    content_tokens: int = 0
+    reasoning_tokens: int = 0
+    incomplete: bool = False
+    """True when the stream was cut before the engine said it had finished."""
+    delegate_requested: bool = False
+    """True when the chat model called the `delegate` tool."""
+    tokens_per_s: float | None = None
+
+    @property
+    def exhausted(self) -> bool:
+        """The budget ran out in reasoning: no answer at all."""
+        return self.finish_reason == "length" and not self.content.strip()
+
+
+@dataclass
+class TurnResult:
+    """One finished chat turn, as the CLI and the page report it."""
+
+    reply: str
+    lane: Lane
+    reason: str
+    finish_reason: str | None
+    timings: Timings = field(default_factory=Timings)
+    reasoning: str = ""
+    error: str | None = None
+    incomplete: bool = False
+    job_id: str | None = None
+    tokens: int = 0
+    tokens_per_s: float | None = None
+    exhausted: bool = False
+    delegate_requested: bool = False
+    """The chat model called the `delegate` tool."""
+
+    def as_json(self) -> dict:
+        return {
+            "reply": self.reply,
+            "lane": self.lane,
+            "reason": self.reason,
+            "finish_reason": self.finish_reason,
+            "timings_ms": self.timings.as_dict(),
+            "error": self.error,
+            "incomplete": self.incomplete,
+            "job_id": self.job_id,
+            "tokens": self.tokens,
+            "tokens_per_s": self.tokens_per_s,
+        }
+
+
+@dataclass
+class Job:
+    """A delegated deep-lane task, as stored."""
+
+    id: str
+    owner: str
+    prompt: str
+    state: JobState
+    created_at: float
+    updated_at: float
+    result: str = ""
+    reasoning: str = ""
+    error: str | None = None
+    budget: int = 0
+    reasoning_tokens: int = 0
+    answer_tokens: int = 0
+    elapsed_s: float = 0.0
+    attempts: int = 0
+    idempotency_key: str | None = None
+    notified: bool = False
+
+    def as_json(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Transcript:
+    """Speech-to-text output."""
+
+    text: str
+    language: str
+    duration_s: float
+    stt_ms: float
+
+    def as_json(self) -> dict:
+        return {
+            "text": self.text,
+            "language": self.language,
+            "duration_s": round(self.duration_s, 3),
+            "stt_ms": round(self.stt_ms, 1),
+        }
+
+
+@dataclass(frozen=True)
+class AudioChunk:
+    """One synthesized sentence: mono int16 PCM."""
+
+    sample_rate: int
+    samples: bytes
+    text: str = ""
+
+
+def now_ms() -> float:
+    return time.perf_counter() * 1000.0
+
+
+@dataclass
+class TurnUpdate:
+    """A step of a turn in progress, for pages that stream."""
+
+    kind: Literal["route", "reasoning", "content", "done"]
+    text: str = ""
+    decision: RouteDecision | None = None
+    result: TurnResult | None = None

@@ -1,0 +1,136 @@
+"""The runtime: builds every component once from Settings and owns their lifetimes."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+from assistant.chat import ChatService
+from assistant.embedded import NOTICE, EmbeddedEngine
+from assistant.engine import Engine, build_client
+from assistant.errors import EngineUnavailable
+from assistant.jobs import JobQueue, JobWorker
+from assistant.lanes import LaneScheduler
+from assistant.prompt import Prompts
+from assistant.settings import Settings
+from assistant.store import Store
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class EngineInfo:
+    """What probing the engine found."""
+
+    reachable: bool
+    kind: str
+    model: str | None
+    slots: int | None = None
+    error: str | None = None
+    models: list[str] = field(default_factory=list)
+
+
+def probe(base_url: str, api_key: str | None, kind: str, timeout_s: float = 3.0) -> EngineInfo:
+    """Ask the engine what it is: its models, and (for `auto`) which kind of server it is."""
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    try:
+        r = httpx.get(f"{base_url}/models", headers=headers, timeout=timeout_s)
+        r.raise_for_status()
+        data: dict[str, Any] = r.json()
+    except (httpx.HTTPError, ValueError) as e:
+        return EngineInfo(False, kind if kind != "auto" else "openai", None, error=str(e))
+    models = [m.get("id") for m in data.get("data", []) if isinstance(m, dict)]
+    owners = {str(m.get("owned_by", "")).lower() for m in data.get("data", []) if isinstance(m, dict)}
+    if kind == "auto":
+        if "vllm" in owners:
+            kind = "vllm"
+        elif owners & {"llamacpp", "me", "llama.cpp"}:
+            kind = "llamacpp"  # llama-cpp-python reports owned_by "me"
+        else:
+            kind = "openai"
+    return EngineInfo(True, kind, models[0] if models else None, models=models)
+
+
+class Runtime:
+    """Every long-lived object, built once. Use as a context manager (sync) for cleanup."""
+
+    def __init__(self, settings: Settings, *, start_engine: bool = True):
+        self.settings = settings
+        self.embedded: EmbeddedEngine | None = None
+        self.notice: str | None = None
+        settings.data_dir.mkdir(parents=True, exist_ok=True)
+        self.store = Store(settings.db_path)
+        self.prompts = Prompts.load()
+        if settings.engine_url:
+            base_url = settings.engine_url
+        elif start_engine:
+            self.embedded = EmbeddedEngine(
+                settings.data_dir / "models",
+                ctx=settings.embedded_ctx,
+                slots=settings.embedded_slots,
+                log_path=settings.data_dir / "engine.log",
+            )
+            base_url = self.embedded.start()
+            self.notice = NOTICE
+        else:
+            raise EngineUnavailable("no ASSISTANT_ENGINE_URL set and the embedded engine is off")
+        self.base_url = base_url
+        self.info = probe(base_url, settings.api_key, settings.engine_kind)
+        if self.embedded is not None:
+            self.info.kind, self.info.slots = "llamacpp", settings.embedded_slots
+        model = settings.model or self.info.model
+        self.engine = Engine(
+            build_client(base_url, settings.api_key),
+            kind=self.info.kind,
+            model=model,
+            slots=self.info.slots,
+        )
+        deep_max = settings.deep_max_in_flight or (
+            max(1, self.info.slots - 1) if self.info.slots else 2
+        )
+        self.scheduler = LaneScheduler(deep_max_in_flight=deep_max, slots=self.info.slots)
+        self._router: Any = None
+        self.jobs = JobQueue(self.store, settings)
+        self.chat = ChatService(
+            settings=settings,
+            engine=self.engine,
+            scheduler=self.scheduler,
+            router=self.router,
+            store=self.store,
+            prompts=self.prompts,
+            jobs=self.jobs,
+        )
+
+    @property
+    def router(self) -> Any:
+        if self._router is None:
+            from assistant.router import Router
+
+            self._router = Router.load()
+        return self._router
+
+    def worker(self) -> JobWorker:
+        return JobWorker(
+            store=self.store,
+            engine=self.engine,
+            scheduler=self.scheduler,
+            prompts=self.prompts,
+            queue=self.jobs,
+            settings=self.settings,
+        )
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self.store.close()
+        if self.embedded is not None:
+            self.embedded.stop()
+
+    def __enter__(self) -> Runtime:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

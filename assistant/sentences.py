@@ -1,0 +1,164 @@
+"""Incremental sentence splitting for a streamed reply, so speech can start early.
+
+The reply arrives as small text deltas. `SentenceSplitter.feed` returns each sentence as soon
+as it is certainly complete; `flush` returns the rest at the end of the stream. Fenced code
+blocks are dropped: code is shown, never spoken.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+
+import pysbd
+
+MAX_CLAUSE_CHARS = 200
+"""A clause longer than this is cut (at a comma, else a space) so speech starts early."""
+MIN_CLAUSE_CHARS = 40
+"""Never cut a long clause before this many characters: short fragments sound choppy."""
+
+_FENCE = "```"
+_CLOSERS = "\"'”’)]"
+
+# A boundary is only *possible* here; pysbd then decides (abbreviations, decimals, initials).
+# After "." the whole next word must have arrived: "the U.S. A" may still become "U.S. Army".
+_BOUNDARY = re.compile(
+    r"""[!?…]+[\"'”’)\]]*\s+(?=\S)
+      | \.[\"'”’)\]]*\s+(?=\S+\s)
+      | \n\s*(?=\S)""",
+    re.X,
+)
+_CLAUSE_CUT = re.compile(r"[,;:—–]\s+|\s+-\s+")
+_SPEAKABLE = re.compile(r"\w")
+_ELLIPSIS = re.compile(r"…(?=(\s+[\"'“‘(\[]*[A-Z])?)")
+
+
+@lru_cache(maxsize=1)
+def _segmenter() -> pysbd.Segmenter:
+    return pysbd.Segmenter(language="en", clean=False)
+
+
+def _pysbd_bounds(text: str) -> list[int]:
+    """End offsets of each sentence in `text` (the last is len(text)), per pysbd."""
+    # pysbd ignores "…"; as "." (same length, so offsets still map) it ends a sentence, but
+    # only before a capital: "Well… maybe" is one thought.
+    mapped = _ELLIPSIS.sub(lambda m: "." if m.group(1) else ",", text)
+    segments = _segmenter().segment(mapped)
+    if "".join(segments) != mapped:
+        # pysbd altered the text (it can, on odd input): do not guess, keep it whole.
+        return [len(text)]
+    bounds, pos = [], 0
+    for seg in segments:
+        pos += len(seg)
+        # pysbd sometimes splits `end." Next` before the closing quote: move it back.
+        while pos < len(text) and text[pos] in _CLOSERS and text[pos - 1] in ".!?…":
+            pos += 1
+        if not bounds or pos > bounds[-1]:
+            bounds.append(pos)
+    if bounds[-1] != len(text):
+        bounds.append(len(text))
+    return bounds
+
+
+def _clause_cut(text: str) -> int:
+    """Where to cut an over-long clause: after the last comma-like mark, else a space."""
+    window = text[:MAX_CLAUSE_CHARS]
+    cuts = [m.end() for m in _CLAUSE_CUT.finditer(window) if m.start() >= MIN_CLAUSE_CHARS]
+    if cuts:
+        return cuts[-1]
+    spaces = [m.end() for m in re.finditer(r"\s+", window) if m.start() >= MIN_CLAUSE_CHARS]
+    if spaces:
+        return spaces[-1]
+    return MAX_CLAUSE_CHARS  # one enormous token (a URL, a hash): hard cut
+
+
+def _speakable(pieces: list[str]) -> list[str]:
+    return [p.strip() for p in pieces if _SPEAKABLE.search(p)]
+
+
+class SentenceSplitter:
+    """Feed streamed text; get back sentences as soon as they are complete."""
+
+    def __init__(self) -> None:
+        self._buf = ""
+        """Speakable text not yet returned."""
+        self._tail = ""
+        """Trailing backticks held back: they may be the start of a code fence."""
+        self._in_code = False
+        self._checked = 0
+        """Boundary offset pysbd already declined, so it is not asked again for nothing."""
+
+    def feed(self, delta: str) -> list[str]:
+        """Add a delta; return the sentences it completed (possibly none)."""
+        self._buf += self._strip_code(delta)
+        out = self._complete_sentences()
+        while len(self._buf) > MAX_CLAUSE_CHARS:
+            cut = _clause_cut(self._buf)
+            out.append(self._buf[:cut])
+            self._buf = self._buf[cut:]
+            self._checked = 0
+        return _speakable(out)
+
+    def flush(self) -> list[str]:
+        """End of stream: return whatever is left, split into sentences."""
+        text = self._buf + ("" if self._in_code else self._tail)
+        self._buf, self._tail, self._in_code, self._checked = "", "", False, 0
+        return split_sentences_now(text)
+
+    def _strip_code(self, delta: str) -> str:
+        text, kept = self._tail + delta, []
+        self._tail = ""
+        while (i := text.find(_FENCE)) >= 0:
+            if not self._in_code:
+                kept.append(text[:i])
+            self._in_code = not self._in_code
+            text = text[i + len(_FENCE) :]
+        held = len(text) - len(text.rstrip("`"))
+        if held:
+            self._tail, text = text[-held:], text[:-held]
+        if not self._in_code:
+            kept.append(text)
+        return "".join(kept)
+
+    def _complete_sentences(self) -> list[str]:
+        safe = 0
+        for m in _BOUNDARY.finditer(self._buf):
+            safe = m.end()
+        if safe <= self._checked:
+            return []
+        bounds = [b for b in _pysbd_bounds(self._buf) if b <= safe]
+        if not bounds:
+            self._checked = safe
+            return []
+        out, start = [], 0
+        for b in bounds:
+            out.append(self._buf[start:b])
+            start = b
+        self._buf = self._buf[start:]
+        self._checked = 0
+        return out
+
+
+def split_sentences_now(text: str) -> list[str]:
+    """Split complete text into speakable sentences, long clauses cut as `feed` would."""
+    out, start = [], 0
+    for b in _pysbd_bounds(text) if text else []:
+        sentence = text[start:b]
+        start = b
+        while len(sentence) > MAX_CLAUSE_CHARS:
+            cut = _clause_cut(sentence)
+            out.append(sentence[:cut])
+            sentence = sentence[cut:]
+        out.append(sentence)
+    return _speakable(out)
+
+
+def split_sentences(text: str) -> list[str]:
+    """Split a whole text (code fences dropped) into speakable sentences."""
+    splitter = SentenceSplitter()
+    return splitter.feed(text) + splitter.flush()
+
+
+def strip_code_blocks(text: str) -> str:
+    """Remove fenced code blocks (an unclosed fence drops the rest)."""
+    return SentenceSplitter()._strip_code(text)

@@ -1,0 +1,184 @@
+"""Settings: `ASSISTANT_*` environment variables over an optional `assistant.toml`, read once.
+
+This is the only module that reads the environment.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+from assistant.errors import ConfigError
+
+ENGINE_KINDS = ("auto", "vllm", "llamacpp", "openai")
+
+
+@dataclass(frozen=True)
+class LaneConfig:
+    """How requests on one lane are shaped and bounded."""
+
+    name: str
+    priority: int
+    """vLLM request priority; lower is served earlier."""
+    reasoning_effort: str
+    thinking: bool
+    max_tokens: int
+    """The answer budget, reasoning included."""
+    history_tokens: int
+    """History budget: the oldest whole turns are dropped past it."""
+    connect_timeout_s: float
+    read_timeout_s: float
+    """The longest gap between two stream chunks before the stream counts as stalled."""
+    total_timeout_s: float
+    retries: int = 2
+    """Retries on 429/503/connect errors before the first token; the only retry layer."""
+    model: str | None = None
+
+
+def default_chat_lane() -> LaneConfig:
+    return LaneConfig(
+        name="chat",
+        priority=0,
+        reasoning_effort="low",
+        thinking=False,
+        max_tokens=1024,
+        history_tokens=3000,
+        connect_timeout_s=3.0,
+        read_timeout_s=30.0,
+        total_timeout_s=120.0,
+    )
+
+
+def default_deep_lane() -> LaneConfig:
+    return LaneConfig(
+        name="deep",
+        priority=10,
+        reasoning_effort="high",
+        thinking=True,
+        max_tokens=32768,
+        history_tokens=16000,
+        connect_timeout_s=5.0,
+        read_timeout_s=300.0,
+        total_timeout_s=3 * 3600.0,
+    )
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything configurable, built once at start-up and passed down."""
+
+    engine_url: str | None = None
+    """OpenAI-compatible base URL; None starts the embedded llama.cpp server."""
+    engine_kind: str = "auto"
+    model: str | None = None
+    api_key: str | None = None
+    data_dir: Path = field(default_factory=lambda: Path.home() / ".assistant")
+    whisper_model: str | None = None
+    voice: str | None = None
+    auth: tuple[tuple[str, str], ...] = ()
+    deep_max_in_flight: int | None = None
+    """None: the engine's slots minus one where it reports them, else 2."""
+    chat: LaneConfig = field(default_factory=default_chat_lane)
+    deep: LaneConfig = field(default_factory=default_deep_lane)
+    max_text_chars: int = 8000
+    max_upload_bytes: int = 20 * 1024 * 1024
+    max_audio_s: float = 120.0
+    max_jobs_per_user: int = 5
+    max_queue: int = 64
+    embedded_ctx: int = 4096
+    embedded_slots: int = 1
+
+    @property
+    def db_path(self) -> Path:
+        return self.data_dir / "assistant.db"
+
+
+def _parse_auth(raw: str) -> tuple[tuple[str, str], ...]:
+    pairs = []
+    for item in raw.split(","):
+        item = item.strip()
+        if not item:
+            continue
+        user, sep, password = item.partition(":")
+        if not sep or not user or not password:
+            raise ConfigError("ASSISTANT_AUTH must be user:password[,user:password]")
+        pairs.append((user, password))
+    return tuple(pairs)
+
+
+def _lane_from(base: LaneConfig, table: dict[str, Any]) -> LaneConfig:
+    known = {f.name for f in fields(LaneConfig)} - {"name"}
+    unknown = set(table) - known
+    if unknown:
+        raise ConfigError(f"unknown lane setting(s) in assistant.toml: {', '.join(sorted(unknown))}")
+    lane = replace(base, **table)
+    if lane.name == "deep" and lane.max_tokens < 8192:
+        raise ConfigError("deep.max_tokens must be at least 8192")
+    return lane
+
+
+def load_settings(
+    env: dict[str, str] | None = None, toml_path: Path | None = None
+) -> Settings:
+    """Build Settings from the environment over an optional TOML file."""
+    env = dict(os.environ) if env is None else env
+    path = toml_path or Path(env.get("ASSISTANT_CONFIG", "assistant.toml"))
+    table: dict[str, Any] = {}
+    if path.is_file():
+        try:
+            table = tomllib.loads(path.read_text())
+        except tomllib.TOMLDecodeError as e:
+            raise ConfigError(f"{path}: {e}") from e
+    lanes = {name: table.pop(name, {}) for name in ("chat", "deep")}
+    top = {k: v for k, v in table.items()}
+
+    def pick(var: str, key: str, default: Any = None) -> Any:
+        value = env.get(var)
+        if value not in (None, ""):
+            return value
+        return top.get(key, default)
+
+    kind = str(pick("ASSISTANT_ENGINE_KIND", "engine_kind", "auto")).lower()
+    if kind not in ENGINE_KINDS:
+        raise ConfigError(f"ASSISTANT_ENGINE_KIND must be one of {', '.join(ENGINE_KINDS)}")
+    in_flight = pick("ASSISTANT_DEEP_MAX_IN_FLIGHT", "deep_max_in_flight")
+    if in_flight is not None:
+        try:
+            in_flight = int(in_flight)
+        except ValueError as e:
+            raise ConfigError("ASSISTANT_DEEP_MAX_IN_FLIGHT must be a whole number") from e
+        if in_flight < 1:
+            raise ConfigError("ASSISTANT_DEEP_MAX_IN_FLIGHT must be at least 1")
+    data_dir = pick("ASSISTANT_DATA_DIR", "data_dir")
+    auth = pick("ASSISTANT_AUTH", "auth", "")
+    url = pick("ASSISTANT_ENGINE_URL", "engine_url")
+    extra = {
+        k: top[k]
+        for k in (
+            "max_text_chars",
+            "max_upload_bytes",
+            "max_audio_s",
+            "max_jobs_per_user",
+            "max_queue",
+            "embedded_ctx",
+            "embedded_slots",
+        )
+        if k in top
+    }
+    return Settings(
+        engine_url=url.rstrip("/") if url else None,
+        engine_kind=kind,
+        model=pick("ASSISTANT_MODEL", "model"),
+        api_key=pick("ASSISTANT_API_KEY", "api_key"),
+        data_dir=Path(data_dir).expanduser() if data_dir else Path.home() / ".assistant",
+        whisper_model=pick("ASSISTANT_WHISPER_MODEL", "whisper_model"),
+        voice=pick("ASSISTANT_VOICE", "voice"),
+        auth=_parse_auth(auth) if auth else (),
+        deep_max_in_flight=in_flight,
+        chat=_lane_from(default_chat_lane(), lanes["chat"]),
+        deep=_lane_from(default_deep_lane(), lanes["deep"]),
+        **extra,
+    )

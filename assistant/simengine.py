@@ -1,0 +1,532 @@
+"""A simulated OpenAI-compatible engine that misbehaves on purpose, over real HTTP.
+
+Tests and benchmarks need an engine with vLLM's observable behaviour (priority rejection, the
+`reasoning` field, Prometheus metrics, a FIFO queue in front of a few slots, prefill time) and
+with the failures of DESIGN.md section 9 on demand, without a GPU. Run it as
+`python -m assistant.simengine --port 0`; it prints `READY port=N` once listening.
+
+Faults come from `--fault`, the `X-Sim-Fault` header or a `sim_fault` body field (header first),
+so one process can serve many tests. Syntax `name[:arg[:tag]]`:
+  stall[:K]   role chunk and K tokens, then the connection stays open with nothing more
+  hang        no response bytes at all (not even headers)
+  cut[:K]     close the connection after K tokens, without [DONE]
+  503[:N] / 429[:N]   fail with that status (and Retry-After); with N only the first N requests
+              carrying this exact fault string fail (a third `:tag` part keeps counters apart)
+  reasoning_only                 reason until the budget ends: no content, finish "length"
+  reasoning_only_when_thinking   the same only when thinking is on, else a normal answer
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import hashlib
+import heapq
+import itertools
+import json
+import logging
+import socket
+import time
+from collections import OrderedDict
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, PlainTextResponse, Response
+from starlette.routing import Route
+from starlette.types import Message, Receive, Scope, Send
+
+REPLY = (
+    "You said: {t}. This is a simulated reply. It has several sentences so speech can start early."
+)
+REASONING = "Let me think about this carefully, step by step, before I answer the question."
+# vLLM's own wording, so clients that match on it are tested against the real text.
+PRIORITY_MSG = "Got priority {p} but Priority scheduling is not enabled."
+CONTEXT_MSG = (
+    "This model's maximum context length is {n} tokens. However, you requested {r} tokens "
+    "({p} in the messages, {c} in the completion). "
+    "Please reduce the length of the messages or completion."
+)
+JSON_HEADERS = [(b"content-type", b"application/json")]
+
+
+@dataclass
+class SimConfig:
+    model: str = "sim-model"
+    kind: str = "vllm"  # "llamacpp": priority is ignored (no rejection), /props reports slots
+    max_model_len: int = 32768
+    slots: int = 4
+    priority_policy: bool = False  # like vLLM's --scheduling-policy priority
+    prefill_ms: float = 0.0  # fixed delay before the first token
+    prefill_ms_per_token: float = 0.0  # per prompt token not served by the prefix cache
+    token_ms: float = 5.0  # per output token, per slot
+    busy_slowdown: float = 0.0  # token_ms grows by this fraction per other busy slot
+    reasoning_field: str = "reasoning"  # vLLM's new name; "reasoning_content" is the old one
+    reasoning_tokens: int = 24  # reasoning words before the answer when thinking
+    thinking_efforts: tuple[str, ...] = ("high",)  # efforts that turn thinking on by default
+    answer_words: int = 0  # 0: one rendition of REPLY; N: REPLY repeated to exactly N words
+    interrupt_on_new: bool = False  # llama.cpp-server-like: a new request cuts the running one
+    fault: str = ""  # default fault for every request
+    fail_first: int = 0  # the first N requests fail with fail_status
+    fail_status: int = 503
+    retry_after: int = 1
+    cut_after: int = 5
+    stall_s: float = 3600.0
+    kv_tokens: int = 65536  # KV pool size in tokens, for vllm:kv_cache_usage_perc
+
+
+class Slots:
+    """`n` sequence slots with a waiting queue ordered by (priority, arrival): FIFO when all
+    priorities are equal, which is how vLLM's waiting queue behaves."""
+
+    def __init__(self, n: int) -> None:
+        self.n, self.running = n, 0
+        self._heap: list[tuple[int, int, asyncio.Future[None]]] = []
+        self._seq = itertools.count()
+
+    @property
+    def waiting(self) -> int:
+        return sum(1 for *_, f in self._heap if not f.done())
+
+    async def acquire(self, priority: int) -> None:
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        heapq.heappush(self._heap, (priority, next(self._seq), fut))
+        self.wake()
+        try:
+            await fut
+        except asyncio.CancelledError:
+            if fut.done() and not fut.cancelled():  # granted just as the client left
+                self.release()
+            raise
+
+    def release(self) -> None:
+        self.running -= 1
+        self.wake()
+
+    def wake(self) -> None:
+        while self._heap and self.running < self.n:
+            *_, fut = heapq.heappop(self._heap)
+            if not fut.done():  # cancelled waiters are skipped here, not searched for
+                self.running += 1
+                fut.set_result(None)
+
+
+@dataclass
+class Seq:
+    """A request holding a slot: what KV usage and interruption need to know."""
+
+    tokens: int
+    cut: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+class Cut(Exception):
+    """Abort the response: the client sees a closed connection, not a clean end."""
+
+
+def words(text: str) -> int:
+    return len(text.split())
+
+
+def text_of(content: Any) -> str:
+    if isinstance(content, list):  # OpenAI content parts
+        return " ".join(p.get("text", "") for p in content if isinstance(p, dict))
+    return content if isinstance(content, str) else ""
+
+
+def parse_fault(spec: str) -> tuple[str, str, str]:
+    name, _, rest = (spec or "").strip().partition(":")
+    arg, _, tag = rest.partition(":")
+    return name.lower(), arg, tag
+
+
+class SimEngine:
+    def __init__(self, config: SimConfig) -> None:
+        self.cfg = config
+        self.slots = Slots(1 if config.interrupt_on_new else config.slots)
+        self.reset()
+
+    def reset(self) -> None:
+        self.requests: list[dict[str, Any]] = []
+        self.fault_counts: dict[str, int] = {}
+        self.failed_first = 0
+        self.prefixes: OrderedDict[str, None] = OrderedDict()  # hashes of KV blocks "cached"
+        self.running: set[Seq] = set()
+        self.counters = dict.fromkeys(("prefix_queries", "prefix_hits", "prompt", "gen"), 0)
+        self.ids = itertools.count(1)
+
+    # -- prefix cache: every cumulative prefix of a conversation counts as cached KV --------
+    def _hashes(self, messages: list[dict[str, Any]]) -> list[tuple[str, int]]:
+        h, out, n = hashlib.sha256(), [], 0
+        for m in messages:
+            content = text_of(m.get("content"))
+            h.update(json.dumps([m.get("role"), content]).encode())
+            n += words(content) + 4  # +4: role and template tokens, roughly
+            out.append((h.copy().hexdigest(), n))
+        return out
+
+    def prefix_lookup(self, messages: list[dict[str, Any]], prompt: int) -> int:
+        hashes = self._hashes(messages)
+        hit = max((n for hx, n in hashes[:-1] if hx in self.prefixes), default=0)
+        self.counters["prefix_queries"] += prompt
+        self.counters["prefix_hits"] += hit
+        return hit
+
+    def prefix_store(self, messages: list[dict[str, Any]]) -> None:
+        for hx, _ in self._hashes(messages):
+            self.prefixes[hx] = None
+            self.prefixes.move_to_end(hx)
+        while len(self.prefixes) > 10000:
+            self.prefixes.popitem(last=False)
+
+    # -- the reply -------------------------------------------------------------------------
+    def plan(self, body: dict[str, Any], fault: str, prompt: int) -> dict[str, Any]:
+        """Decide all output up front: reasoning words, content words, tool call, finish."""
+        cfg, messages = self.cfg, body["messages"]
+        user = next((text_of(m.get("content")) for m in reversed(messages) if m.get("role") == "user"), "")
+        kwargs = body.get("chat_template_kwargs") or {}
+        effort = body.get("reasoning_effort")
+        thinking = bool(kwargs["enable_thinking"]) if "enable_thinking" in kwargs else effort in cfg.thinking_efforts
+        budget = body.get("max_completion_tokens") or body.get("max_tokens") or cfg.max_model_len - prompt
+        budget = max(1, min(int(budget), cfg.max_model_len - prompt))
+        exhaust = fault == "reasoning_only" or (fault == "reasoning_only_when_thinking" and thinking)
+        n_reason = budget if exhaust else (cfg.reasoning_tokens if thinking else 0)
+        base = REASONING.split()
+        reason = (base * (n_reason // len(base) + 1))[:n_reason]
+        tool = None
+        if body.get("tools") and "SIMDELEGATE" in user:
+            names = [t.get("function", {}).get("name") for t in body["tools"]]
+            task = " ".join(user.replace("SIMDELEGATE", " ").split())
+            tool = ("delegate" if "delegate" in names else names[0], json.dumps({"task": task}))
+            answer: list[str] = []
+        else:
+            answer = REPLY.format(t=" ".join(user.split())).split()
+            if cfg.answer_words:
+                answer = (answer * (cfg.answer_words // len(answer) + 1))[: cfg.answer_words]
+        reason = reason[:budget]
+        content = answer[: budget - len(reason)]
+        finish = "tool_calls" if tool else "stop"
+        if exhaust or len(content) < len(answer):
+            finish, tool = "length", None
+        return {"reason": reason, "content": content, "tool": tool, "finish": finish}
+
+    # -- the chat completions endpoint, raw ASGI so a "cut" can really drop the connection --
+    async def chat(self, scope: Scope, receive: Receive, send: Send) -> None:
+        request = Request(scope, receive)
+        try:
+            body = await request.json()
+            assert isinstance(body, dict) and isinstance(body.get("messages"), list)
+            assert body["messages"]
+        except Exception:
+            msg = "Expected a JSON body with a non-empty 'messages' list."
+            return await error(400, msg)(scope, receive, send)
+        headers = dict(request.headers)
+        self.requests.append({"received_at": time.time(), "body": body, "headers": headers})
+        spec = headers.get("x-sim-fault") or body.get("sim_fault") or self.cfg.fault
+        name, arg, _ = parse_fault(spec)
+        priority = body.get("priority") or 0
+        prompt = sum(words(text_of(m.get("content"))) + 4 for m in body["messages"])
+        budget = body.get("max_completion_tokens") or body.get("max_tokens") or 0
+        if not isinstance(priority, int) or not isinstance(budget, int):
+            return await error(400, "'priority' and 'max_tokens' must be integers.")(scope, receive, send)
+        if priority != 0 and self.cfg.kind == "vllm" and not self.cfg.priority_policy:
+            return await error(400, PRIORITY_MSG.format(p=priority))(scope, receive, send)
+        if prompt + budget > self.cfg.max_model_len:
+            msg = CONTEXT_MSG.format(n=self.cfg.max_model_len, r=prompt + budget, p=prompt, c=budget)
+            return await error(400, msg)(scope, receive, send)
+        status = self._failure(spec, name, arg)
+        if status:
+            retry = {"Retry-After": str(self.cfg.retry_after)}
+            return await error(status, f"Simulated {status}.", retry)(scope, receive, send)
+        if self.cfg.interrupt_on_new:
+            for seq in self.running:
+                seq.cut.set()
+        started = False
+
+        async def tracked(message: Message) -> None:
+            nonlocal started
+            started = True
+            await send(message)
+
+        if not self.cfg.priority_policy:
+            priority = 0
+        work = asyncio.create_task(self._serve(body, name, arg, priority, prompt, tracked))
+        left = asyncio.Event()
+        watcher = asyncio.create_task(watch_disconnect(receive, work, left))
+        try:
+            await work
+        except asyncio.CancelledError:
+            if not left.is_set():
+                raise
+        except Cut:
+            # Returning without the final body message makes uvicorn close the socket: the
+            # client sees a truncated response, exactly like an engine that died mid-answer.
+            if not started:
+                await send({"type": "http.response.start", "status": 200, "headers": JSON_HEADERS})
+                await send({"type": "http.response.body", "body": b'{"id": "', "more_body": True})
+        finally:
+            watcher.cancel()
+
+    def _failure(self, spec: str, name: str, arg: str) -> int:
+        if name in ("503", "429", "500", "502"):
+            seen = self.fault_counts[spec] = self.fault_counts.get(spec, 0) + 1
+            return int(name) if not arg or seen <= int(arg) else 0
+        if self.failed_first < self.cfg.fail_first:
+            self.failed_first += 1
+            return self.cfg.fail_status
+        return 0
+
+    async def _serve(
+        self, body: dict[str, Any], fault: str, arg: str, priority: int, prompt: int, send: Send
+    ) -> None:
+        cfg, stream, messages = self.cfg, bool(body.get("stream")), body["messages"]
+        if fault == "hang":
+            await asyncio.sleep(cfg.stall_s)
+        plan = self.plan(body, fault, prompt)
+        rid, created = f"chatcmpl-sim-{next(self.ids)}", int(time.time())
+        stop_after = -1  # the token index where a cut or stall fault strikes
+        if fault in ("stall", "cut"):
+            stop_after = int(arg or (0 if fault == "stall" else cfg.cut_after))
+        sse = SSE(send, rid, created, cfg.model) if stream else None
+        if sse:
+            await sse.start()
+        await self.slots.acquire(priority)
+        seq = Seq(prompt)
+        self.running.add(seq)
+        try:
+            hit = self.prefix_lookup(messages, prompt)
+            self.counters["prompt"] += prompt
+            await self._sleep(seq, (cfg.prefill_ms + cfg.prefill_ms_per_token * (prompt - hit)) / 1000)
+            if sse:
+                await sse.chunk({"role": "assistant", "content": ""})
+            tokens = [(cfg.reasoning_field, w) for w in plan["reason"]] + [("content", w) for w in plan["content"]]
+            if plan["tool"]:
+                tokens += [("tool", "")] * 8  # a tool call costs a few tokens
+            out: dict[str, list[str]] = {cfg.reasoning_field: [], "content": []}
+            next_t = time.monotonic()
+            for i, (kind, word) in enumerate(tokens):
+                if i == stop_after:
+                    if fault == "cut":
+                        raise Cut
+                    await asyncio.sleep(cfg.stall_s)
+                delay = cfg.token_ms * (1 + cfg.busy_slowdown * (self.slots.running - 1)) / 1000
+                next_t += delay
+                await self._sleep(seq, next_t - time.monotonic())
+                seq.tokens += 1
+                self.counters["gen"] += 1
+                if kind == "tool":
+                    continue
+                piece = word if not out[kind] else " " + word
+                out[kind].append(piece)
+                if sse:
+                    await sse.chunk({kind: piece})
+            if stop_after >= len(tokens):
+                if fault == "cut":
+                    raise Cut
+                await asyncio.sleep(cfg.stall_s)
+            reply = "".join(out["content"])
+            self.prefix_store([*messages, {"role": "assistant", "content": reply}])
+            usage = {"prompt_tokens": prompt, "completion_tokens": len(tokens)}
+            usage |= {"total_tokens": prompt + len(tokens), "prompt_tokens_details": {"cached_tokens": hit}}
+            call = None
+            if plan["tool"]:
+                fn = {"name": plan["tool"][0], "arguments": plan["tool"][1]}
+                call = {"index": 0, "id": f"call_{rid}", "type": "function", "function": fn}
+            if sse:
+                if call:
+                    await sse.chunk({"tool_calls": [call]})
+                await sse.chunk({}, plan["finish"])
+                if (body.get("stream_options") or {}).get("include_usage"):
+                    await sse.send({"choices": [], "usage": usage})
+                await sse.done()
+            else:
+                message: dict[str, Any] = {"role": "assistant", "content": reply if not call else None}
+                message[cfg.reasoning_field] = "".join(out[cfg.reasoning_field]) or None
+                message["tool_calls"] = [{k: v for k, v in call.items() if k != "index"}] if call else []
+                choice = {"index": 0, "message": message, "logprobs": None, "finish_reason": plan["finish"]}
+                obj = {"id": rid, "object": "chat.completion", "created": created, "model": cfg.model}
+                data = json.dumps(obj | {"choices": [choice], "usage": usage}).encode()
+                await send({"type": "http.response.start", "status": 200, "headers": JSON_HEADERS})
+                await send({"type": "http.response.body", "body": data, "more_body": False})
+        finally:
+            self.running.discard(seq)
+            self.slots.release()
+
+    async def _sleep(self, seq: Seq, seconds: float) -> None:
+        """Sleep, but end the response at once when a newer request interrupts this one."""
+        if seq.cut.is_set():
+            raise Cut
+        if seconds > 0:
+            try:
+                await asyncio.wait_for(seq.cut.wait(), seconds)
+            except TimeoutError:
+                return
+            raise Cut
+
+    def metrics(self) -> str:
+        label = f'{{engine="0",model_name="{self.cfg.model}"}}'
+        kv = min(1.0, sum(s.tokens for s in self.running) / self.cfg.kv_tokens)
+        rows = [
+            ("num_requests_running", "gauge", self.slots.running),
+            ("num_requests_waiting", "gauge", self.slots.waiting),
+            ("kv_cache_usage_perc", "gauge", kv),
+            ("prefix_cache_queries_total", "counter", self.counters["prefix_queries"]),
+            ("prefix_cache_hits_total", "counter", self.counters["prefix_hits"]),
+            ("prompt_tokens_total", "counter", self.counters["prompt"]),
+            ("generation_tokens_total", "counter", self.counters["gen"]),
+        ]
+        lines = []
+        for name, kind, value in rows:
+            lines += [f"# TYPE vllm:{name} {kind}", f"vllm:{name}{label} {float(value)}"]
+        return "\n".join(lines) + "\n"
+
+
+class SSE:
+    """OpenAI chat.completion.chunk framing over raw ASGI sends."""
+
+    def __init__(self, send: Send, rid: str, created: int, model: str) -> None:
+        self._send, self.base = send, {"id": rid, "object": "chat.completion.chunk", "created": created, "model": model}
+
+    async def start(self) -> None:
+        headers = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")]
+        await self._send({"type": "http.response.start", "status": 200, "headers": headers})
+
+    async def send(self, obj: dict[str, Any]) -> None:
+        data = f"data: {json.dumps(self.base | obj)}\n\n".encode()
+        await self._send({"type": "http.response.body", "body": data, "more_body": True})
+
+    async def chunk(self, delta: dict[str, Any], finish: str | None = None) -> None:
+        await self.send({"choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]})
+
+    async def done(self) -> None:
+        await self._send({"type": "http.response.body", "body": b"data: [DONE]\n\n", "more_body": False})
+
+
+async def watch_disconnect(receive: Receive, work: asyncio.Task[None], left: asyncio.Event) -> None:
+    """A client that goes away frees its slot, as in a real engine (it aborts the request)."""
+    while (await receive())["type"] != "http.disconnect":
+        pass
+    left.set()
+    work.cancel()
+
+
+def error(status: int, message: str, headers: dict[str, str] | None = None) -> Response:
+    kind = {400: "BadRequestError", 429: "RateLimitError"}.get(status, "ServiceUnavailableError")
+    payload = {"error": {"message": message, "type": kind, "param": None, "code": status}}
+    return JSONResponse(payload, status_code=status, headers=headers)
+
+
+class _ChatEndpoint:
+    """Starlette treats a class instance as a raw ASGI app, which `chat` needs."""
+
+    def __init__(self, engine: SimEngine) -> None:
+        self.engine = engine
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await self.engine.chat(scope, receive, send)
+
+
+def build_app(config: SimConfig | None = None) -> Starlette:
+    engine = SimEngine(config or SimConfig())
+    cfg = engine.cfg
+
+    async def models(_: Request) -> Response:
+        card = {"id": cfg.model, "object": "model", "created": 0, "owned_by": "simengine"}
+        return JSONResponse({"object": "list", "data": [card | {"max_model_len": cfg.max_model_len}]})
+
+    async def health(_: Request) -> Response:
+        return Response(status_code=200)
+
+    async def metrics(_: Request) -> Response:
+        return PlainTextResponse(engine.metrics(), media_type="text/plain; version=0.0.4")
+
+    async def props(_: Request) -> Response:  # llama.cpp server reports its slots here
+        return JSONResponse({"total_slots": engine.slots.n, "model_path": cfg.model})
+
+    async def sim_requests(_: Request) -> Response:
+        return JSONResponse(engine.requests)
+
+    async def sim_reset(_: Request) -> Response:
+        engine.reset()
+        return JSONResponse({"ok": True})
+
+    async def sim_config(request: Request) -> Response:
+        """Change settings at run time (e.g. turn the priority policy on) without a restart."""
+        known = {f.name for f in fields(SimConfig)}
+        for key, value in (await request.json() if await request.body() else {}).items():
+            if key not in known:
+                return error(400, f"Unknown setting {key!r}.")
+            setattr(cfg, key, tuple(value) if key == "thinking_efforts" else value)
+        engine.slots.n = 1 if cfg.interrupt_on_new else cfg.slots
+        engine.slots.wake()
+        return JSONResponse(asdict(cfg))
+
+    routes = [
+        Route("/v1/models", models),
+        Route("/v1/chat/completions", _ChatEndpoint(engine), methods=["POST"]),
+        Route("/metrics", metrics),
+        Route("/health", health),
+        Route("/sim/requests", sim_requests),
+        Route("/sim/reset", sim_reset, methods=["POST"]),
+        Route("/sim/config", sim_config, methods=["GET", "POST"]),
+    ]
+    if cfg.kind == "llamacpp":
+        routes.append(Route("/props", props))
+    app = Starlette(routes=routes)
+    app.state.engine = engine
+    return app
+
+
+class _QuietCuts(logging.Filter):
+    """A deliberate cut is the point of the simulator, not an error worth a log line."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "without completing response" not in record.getMessage()
+
+
+def parse_args(argv: list[str] | None = None) -> tuple[argparse.Namespace, SimConfig]:
+    p = argparse.ArgumentParser(prog="python -m assistant.simengine", description=__doc__.split("\n")[0])
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8000, help="0 picks a free port")
+    p.add_argument("--log-level", default="warning")
+    for f in fields(SimConfig):
+        flag, default = "--" + f.name.replace("_", "-"), f.default
+        if isinstance(default, bool):
+            p.add_argument(flag, action="store_true", default=default)
+        elif isinstance(default, tuple):
+            p.add_argument(flag, nargs="*", default=list(default))
+        else:
+            p.add_argument(flag, type=type(default), default=default)
+    args = p.parse_args(argv)
+    values = {f.name: getattr(args, f.name) for f in fields(SimConfig)}
+    values["thinking_efforts"] = tuple(values["thinking_efforts"])
+    return args, SimConfig(**values)
+
+
+async def serve(args: argparse.Namespace, config: SimConfig) -> None:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((args.host, args.port))
+    # A short graceful timeout: stalled streams would otherwise hold SIGTERM for an hour.
+    uconf = uvicorn.Config(build_app(config), log_level=args.log_level, timeout_graceful_shutdown=1)
+    server = uvicorn.Server(uconf)
+    logging.getLogger("uvicorn.error").addFilter(_QuietCuts())
+
+    async def announce() -> None:
+        while not server.started:
+            await asyncio.sleep(0.01)
+        print(f"READY port={sock.getsockname()[1]}", flush=True)
+
+    task = asyncio.create_task(announce())
+    await server.serve(sockets=[sock])
+    task.cancel()
+
+
+def main(argv: list[str] | None = None) -> None:
+    args, config = parse_args(argv)
+    asyncio.run(serve(args, config))
+
+
+if __name__ == "__main__":
+    main()

