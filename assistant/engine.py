@@ -20,6 +20,7 @@ import openai
 from openai import AsyncOpenAI
 
 from assistant.errors import EngineError, EngineUnavailable
+from assistant.prompt import estimate_tokens
 from assistant.records import Message, Reply, StreamEvent, now_ms
 from assistant.settings import LaneConfig
 
@@ -100,7 +101,13 @@ class Engine:
     """A configured view of one OpenAI-compatible engine."""
 
     def __init__(
-        self, client: AsyncOpenAI, *, kind: str, model: str | None, slots: int | None = None
+        self,
+        client: AsyncOpenAI,
+        *,
+        kind: str,
+        model: str | None,
+        slots: int | None = None,
+        context: int | None = None,
     ):
         if kind not in PROFILES:
             raise EngineError(f"unknown engine kind {kind!r}")
@@ -110,6 +117,8 @@ class Engine:
         self.model = model
         self.slots = slots
         """Sequences the engine serves at once, where it reports them."""
+        self.context: int | None = context
+        """The engine's context window in tokens, where it reports it."""
         self.priority_ok = self.profile.priority
         self.warnings: list[str] = []
 
@@ -134,7 +143,7 @@ class Engine:
         what arrived.
         """
         thinking = lane.thinking if thinking is None else thinking
-        budget = max_tokens or lane.max_tokens
+        budget = self._fit(messages, max_tokens or lane.max_tokens)
         started = False
         deadline = asyncio.get_running_loop().time() + lane.total_timeout_s
         stream = await self._open(messages, lane, thinking, budget, tools)
@@ -190,6 +199,13 @@ class Engine:
             yield StreamEvent("finish", finish_reason=finish)
         finally:
             await stream.close()
+
+    def _fit(self, messages: list[Message], budget: int) -> int:
+        """Shrink the budget so prompt plus answer fit the context (engines reject more)."""
+        if not self.context:
+            return budget
+        prompt = sum(estimate_tokens(m.content) + 4 for m in messages)
+        return max(16, min(budget, self.context - prompt - 64))
 
     async def _open(
         self,

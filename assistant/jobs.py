@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import socket
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -32,6 +33,21 @@ MAX_ATTEMPTS = 5
 RESUMABLE = ("preempted", CUT, STALLED)
 """Ends that are not the job's fault: continue from what was generated."""
 MAX_BUDGET = 131072
+
+
+def worker_is_dead(worker_id: str) -> bool:
+    """A lease holder on this host whose process is gone (it crashed or was killed)."""
+    host, _, rest = worker_id.partition(":")
+    pid = rest.partition(":")[0]
+    if host != socket.gethostname() or not pid.isdigit():
+        return False  # another machine's worker: only its lease expiry tells
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
 
 
 class JobQueue:
@@ -114,12 +130,12 @@ class JobWorker:
         self.prompts = prompts
         self.queue = queue
         self.settings = settings
-        self.worker_id = f"{os.getpid()}-{uuid.uuid4().hex[:6]}"
+        self.worker_id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
         self.tasks: set[asyncio.Task] = set()
 
     async def serve(self, poll_s: float = 1.0) -> None:
         """Claim and run jobs until cancelled; running jobs are cancelled with it."""
-        self.store.recover_running()
+        self.store.recover_running(worker_is_dead)
         try:
             while True:
                 while len(self.tasks) < self.scheduler.deep_max:

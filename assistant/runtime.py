@@ -30,6 +30,7 @@ class EngineInfo:
     kind: str
     model: str | None
     slots: int | None = None
+    context: int | None = None
     error: str | None = None
     models: list[str] = field(default_factory=list)
 
@@ -43,7 +44,9 @@ def probe(base_url: str, api_key: str | None, kind: str, timeout_s: float = 3.0)
         data: dict[str, Any] = r.json()
     except (httpx.HTTPError, ValueError) as e:
         return EngineInfo(False, kind if kind != "auto" else "openai", None, error=str(e))
-    models = [m.get("id") for m in data.get("data", []) if isinstance(m, dict)]
+    entries = [m for m in data.get("data", []) if isinstance(m, dict)]
+    models = [m.get("id") for m in entries]
+    context = next((m["max_model_len"] for m in entries if m.get("max_model_len")), None)
     owners = {str(m.get("owned_by", "")).lower() for m in data.get("data", []) if isinstance(m, dict)}
     if kind == "auto":
         if "vllm" in owners:
@@ -52,7 +55,7 @@ def probe(base_url: str, api_key: str | None, kind: str, timeout_s: float = 3.0)
             kind = "llamacpp"  # llama-cpp-python reports owned_by "me"
         else:
             kind = "openai"
-    return EngineInfo(True, kind, models[0] if models else None, models=models)
+    return EngineInfo(True, kind, models[0] if models else None, context=context, models=models)
 
 
 class Runtime:
@@ -82,12 +85,14 @@ class Runtime:
         self.info = probe(base_url, settings.api_key, settings.engine_kind)
         if self.embedded is not None:
             self.info.kind, self.info.slots = "llamacpp", settings.embedded_slots
+            self.info.context = settings.embedded_ctx
         model = settings.model or self.info.model
         self.engine = Engine(
             build_client(base_url, settings.api_key),
             kind=self.info.kind,
             model=model,
             slots=self.info.slots,
+            context=self.info.context,
         )
         deep_max = settings.deep_max_in_flight or (
             max(1, self.info.slots - 1) if self.info.slots else 2

@@ -305,26 +305,23 @@ class SimEngine:
                 tokens += [("tool", "")] * 8  # a tool call costs a few tokens
             out: dict[str, list[str]] = {cfg.reasoning_field: [], "content": []}
             next_t = time.monotonic()
-            for i, (kind, word) in enumerate(tokens):
-                if i == stop_after:
+            for i, token in enumerate([*tokens, None]):
+                if i == stop_after or (token is None and stop_after > i):
                     if fault == "cut":
                         raise Cut
-                    await asyncio.sleep(cfg.stall_s)
+                    await asyncio.sleep(cfg.stall_s)  # cancelled when the client gives up
+                if token is None:
+                    break
                 delay = cfg.token_ms * (1 + cfg.busy_slowdown * (self.slots.running - 1)) / 1000
-                next_t += delay
+                next_t += delay  # an absolute schedule keeps long answers at the set speed
                 await self._sleep(seq, next_t - time.monotonic())
                 seq.tokens += 1
                 self.counters["gen"] += 1
-                if kind == "tool":
-                    continue
-                piece = word if not out[kind] else " " + word
-                out[kind].append(piece)
-                if sse:
-                    await sse.chunk({kind: piece})
-            if stop_after >= len(tokens):
-                if fault == "cut":
-                    raise Cut
-                await asyncio.sleep(cfg.stall_s)
+                kind, word = token
+                if kind != "tool":
+                    out[kind].append(word if not out[kind] else " " + word)
+                    if sse:
+                        await sse.chunk({kind: out[kind][-1]})
             reply = "".join(out["content"])
             self.prefix_store([*messages, {"role": "assistant", "content": reply}])
             usage = {"prompt_tokens": prompt, "completion_tokens": len(tokens)}

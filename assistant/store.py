@@ -325,15 +325,28 @@ class Store:
             )
             return cur.rowcount == 1
 
-    def recover_running(self) -> int:
-        """At start: a job left running by a dead process goes back to the queue."""
+    def recover_running(self, is_dead: Callable[[str], bool] = lambda owner: False) -> int:
+        """At start: jobs left running by a dead worker go back to the queue (their partial
+        output stays, so the next run continues from it)."""
+        now = time.time()
         with self.tx() as db:
-            cur = db.execute(
-                "UPDATE jobs SET state='queued', lease_owner=NULL, lease_until=NULL, updated_at=? "
-                "WHERE state='running' AND (lease_until IS NULL OR lease_until<?)",
-                (time.time(), time.time()),
-            )
-            return cur.rowcount
+            rows = db.execute(
+                "SELECT id, lease_owner, lease_until FROM jobs WHERE state='running'"
+            ).fetchall()
+            stale = [
+                r["id"]
+                for r in rows
+                if r["lease_until"] is None
+                or r["lease_until"] < now
+                or is_dead(r["lease_owner"] or "")
+            ]
+            for jid in stale:
+                db.execute(
+                    "UPDATE jobs SET state='queued', lease_owner=NULL, lease_until=NULL, "
+                    "updated_at=? WHERE id=?",
+                    (now, jid),
+                )
+            return len(stale)
 
     def unnotified(self, owner: str) -> list[Job]:
         rows = self._query(

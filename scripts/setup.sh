@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Create .venv and install the app (and with --test, what the tests need: the test extras and
+# Debian's chromium for the real-browser test). Safe to run again; pip keeps its cache.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+[ -x .venv/bin/python ] || "$PY" -m venv .venv
+extras=""
+if [ "${1:-}" = "--test" ]; then extras="[test]"; fi
+# llama-cpp-python compiles llama.cpp on first install (about 10 minutes on 2 cores)
+.venv/bin/python -m pip install -q -e ".${extras}"
+if [ "${1:-}" = "--test" ] && ! command -v chromium >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi
+  $SUDO apt-get update -qq && $SUDO apt-get install -y -qq chromium >/dev/null || \
+    echo "warning: could not install chromium; the browser test will be skipped" >&2
+fi

@@ -1,0 +1,55 @@
+"""Shared fixtures: settings on a temp data dir, a simulated engine process, engines on it."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+
+import httpx
+import pytest
+from openai import AsyncOpenAI
+
+from assistant.engine import Engine
+from assistant.settings import Settings, load_settings
+from tests.simengine_proc import run_simengine
+
+# nothing in the test suite may fetch weights from a hub
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+AUDIO = Path(__file__).resolve().parent.parent.parent / "shared" / "audio"
+if not AUDIO.is_dir():
+    AUDIO = Path(os.environ.get("ASSISTANT_TEST_AUDIO", "../shared/audio")).resolve()
+
+
+@pytest.fixture(scope="session")
+def sim_url() -> Iterator[str]:
+    """A vLLM-like simulated engine with four slots and fast tokens."""
+    with run_simengine("--slots", "4", "--token-ms", "2") as url:
+        yield url
+
+
+@pytest.fixture
+def settings(tmp_path: Path) -> Settings:
+    return load_settings(env={"ASSISTANT_DATA_DIR": str(tmp_path)}, toml_path=tmp_path / "none")
+
+
+def sim_settings(settings: Settings, url: str, **lanes: float) -> Settings:
+    """Settings aimed at a simulated engine, with short deadlines so faults show fast."""
+    chat = replace(settings.chat, read_timeout_s=2.0, connect_timeout_s=1.0, **lanes)
+    deep = replace(settings.deep, read_timeout_s=2.0, connect_timeout_s=1.0)
+    return replace(settings, engine_url=url, engine_kind="vllm", chat=chat, deep=deep)
+
+
+def sim_engine(url: str, fault: str = "", kind: str = "vllm") -> Engine:
+    """An Engine on the simulator; `fault` rides on every request as the X-Sim-Fault header."""
+    headers = {"X-Sim-Fault": fault} if fault else None
+    client = AsyncOpenAI(
+        base_url=url,
+        api_key="test",
+        max_retries=0,
+        default_headers=headers,
+        http_client=httpx.AsyncClient(),
+    )
+    # the runtime learns the context window from the engine's model list; so do these
+    return Engine(client, kind=kind, model="sim-model", context=32768)

@@ -1,0 +1,138 @@
+"""Chat turns over a real (simulated) engine: streaming, storing, recovery, budget, faults."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from assistant.chat import EXHAUSTED_MESSAGE, ChatService
+from assistant.errors import BadInput
+from assistant.jobs import JobQueue
+from assistant.lanes import LaneScheduler
+from assistant.prompt import Prompts
+from assistant.records import RouteDecision
+from assistant.store import Store
+from tests.conftest import sim_engine, sim_settings
+from tests.simengine_proc import sim_requests, sim_reset
+
+
+class StubRouter:
+    """Routing is tested on its own; here every turn goes to the lane asked for."""
+
+    def decide(self, text: str, *, explicit: bool = False) -> RouteDecision:
+        if explicit:
+            return RouteDecision("deep", "explicit: delegate action", 0.0, text)
+        return RouteDecision("chat", "stub", 0.0, text)
+
+
+def _service(settings, engine) -> ChatService:
+    store = Store(settings.db_path)
+    return ChatService(
+        settings=settings,
+        engine=engine,
+        scheduler=LaneScheduler(deep_max_in_flight=2),
+        router=StubRouter(),
+        store=store,
+        prompts=Prompts.load(),
+        jobs=JobQueue(store, settings),
+    )
+
+
+async def test_turn_streams_and_is_stored_with_its_latency_record(sim_url, settings):
+    s = sim_settings(settings, sim_url)
+    chat = _service(s, sim_engine(sim_url))
+    cid = chat.store.new_conversation("ann")
+    updates = [u async for u in chat.turn("hello", owner="ann", conversation_id=cid)]
+    kinds = [u.kind for u in updates]
+    assert kinds[0] == "route" and kinds[-1] == "done" and kinds.count("content") > 3
+    result = updates[-1].result
+    assert result.reply.startswith("You said") and result.finish_reason == "stop"
+    assert {"route", "queue", "ttft", "llm_total", "total"} <= set(result.timings.as_dict())
+    assert result.tokens_per_s and result.tokens_per_s > 0
+    (user, stored), = chat.store.turns(cid)
+    assert user == "hello" and stored.reply == result.reply and stored.timings.ttft
+
+
+async def test_history_is_append_only_and_bounded(sim_url, settings):
+    s = sim_settings(settings, sim_url, history_tokens=200)
+    chat = _service(s, sim_engine(sim_url))
+    cid = chat.store.new_conversation("ann")
+    for i in range(6):
+        await chat.run(f"question {i} " + "x" * 120, conversation_id=cid)
+    sim_reset(sim_url)
+    await chat.run("last", conversation_id=cid)
+    messages = sim_requests(sim_url)[0]["body"]["messages"]
+    assert messages[0]["role"] == "system" and messages[0]["content"] == Prompts.load().system
+    assert messages[-1] == {"role": "user", "content": "last"}
+    users = [m["content"] for m in messages if m["role"] == "user"][:-1]
+    assert 0 < len(users) < 6  # the oldest turns were dropped ...
+    assert users[-1].startswith("question 5")  # ... whole, newest kept
+    assert all(m["role"] in ("system", "user", "assistant") for m in messages)
+
+
+async def test_budget_exhausted_on_chat_retries_once_without_thinking(sim_url, settings):
+    s = sim_settings(settings, sim_url)
+    s = replace(s, chat=replace(s.chat, thinking=True))
+    chat = _service(s, sim_engine(sim_url, fault="reasoning_only_when_thinking"))
+    sim_reset(sim_url)
+    result = await chat.run("hi")
+    bodies = [r["body"] for r in sim_requests(sim_url)]
+    assert len(bodies) == 2
+    assert bodies[0]["chat_template_kwargs"]["enable_thinking"] is True
+    assert bodies[1]["chat_template_kwargs"]["enable_thinking"] is False
+    assert result.reply and not result.exhausted and result.error is None
+
+
+async def test_engine_that_only_reasons_is_never_a_silent_success(sim_url, settings):
+    s = sim_settings(settings, sim_url)
+    chat = _service(s, sim_engine(sim_url, fault="reasoning_only"))
+    sim_reset(sim_url)
+    result = await chat.run("hi")
+    assert result.exhausted and result.error == EXHAUSTED_MESSAGE
+    assert result.reply == "" and result.finish_reason == "length"
+    assert len(sim_requests(sim_url)) == 2  # bounded: one retry only
+
+
+async def test_stream_cut_keeps_the_partial_answer_marked_incomplete(sim_url, settings):
+    s = sim_settings(settings, sim_url)
+    chat = _service(s, sim_engine(sim_url, fault="cut:4"))
+    cid = chat.store.new_conversation("ann")
+    result = await chat.run("hi", conversation_id=cid)
+    assert result.incomplete and result.reply and "incomplete" in result.error
+    assert chat.store.turns(cid)[0][1].incomplete
+
+
+async def test_engine_down_gives_a_clear_error_not_a_crash(settings):
+    s = sim_settings(settings, "http://127.0.0.1:9/v1")
+    from assistant.engine import Engine, build_client
+
+    chat = _service(s, Engine(build_client(s.engine_url, None), kind="vllm", model="m"))
+    result = await chat.run("hi")
+    assert result.error and "unreachable" in result.error and result.reply == ""
+
+
+async def test_model_delegate_tool_call_becomes_a_job(sim_url, settings):
+    s = sim_settings(settings, sim_url)
+    chat = _service(s, sim_engine(sim_url))
+    sim_reset(sim_url)
+    result = await chat.run("SIMDELEGATE write the full report")
+    assert result.job_id and result.lane == "deep" and result.reason == "model asked to delegate"
+    assert chat.store.job(result.job_id).state == "queued"
+    assert sim_requests(sim_url)[0]["body"]["tools"][0]["function"]["name"] == "delegate"
+
+
+async def test_deep_decision_creates_a_job_without_calling_the_engine(sim_url, settings):
+    s = sim_settings(settings, sim_url)
+    chat = _service(s, sim_engine(sim_url))
+    sim_reset(sim_url)
+    result = await chat.run("analyse everything", force_deep=True)
+    assert result.job_id and "job" in result.reply
+    assert sim_requests(sim_url) == []
+
+
+@pytest.mark.parametrize("text", ["", "   ", "x" * 9000])
+async def test_bad_text_is_refused_with_a_reason(sim_url, settings, text):
+    chat = _service(sim_settings(settings, sim_url), sim_engine(sim_url))
+    with pytest.raises(BadInput):
+        await chat.run(text)

@@ -1,0 +1,105 @@
+"""The lane scheduler's ordering, cap and preemption, deterministically."""
+
+from __future__ import annotations
+
+import asyncio
+
+from assistant.lanes import LaneScheduler
+
+
+async def _hold(sched: LaneScheduler, lane: str, log: list, release: asyncio.Event) -> None:
+    async with sched.admit(lane) as ticket:  # type: ignore[arg-type]
+        log.append(lane)
+        await release.wait()
+        return ticket
+
+
+async def test_deep_requests_in_flight_are_capped():
+    sched = LaneScheduler(deep_max_in_flight=2)
+    log: list[str] = []
+    release = asyncio.Event()
+    tasks = [asyncio.create_task(_hold(sched, "deep", log, release)) for _ in range(3)]
+    await asyncio.sleep(0.05)
+    assert log == ["deep", "deep"] and sched.waiting["deep"] == 1
+    release.set()
+    await asyncio.gather(*tasks)
+    assert log == ["deep"] * 3
+
+
+async def test_chat_is_admitted_before_waiting_deep():
+    sched = LaneScheduler(deep_max_in_flight=1, slots=1)
+    log: list[str] = []
+    first, rest = asyncio.Event(), asyncio.Event()
+    running = asyncio.create_task(_hold(sched, "deep", log, first))
+    await asyncio.sleep(0.01)
+    deep2 = asyncio.create_task(_hold(sched, "deep", log, rest))
+    await asyncio.sleep(0.01)
+    chat = asyncio.create_task(_hold(sched, "chat", log, rest))  # arrives after deep2
+    await asyncio.sleep(0.01)
+    first.set()
+    await asyncio.sleep(0.01)
+    rest.set()
+    await asyncio.gather(running, deep2, chat)
+    assert log == ["deep", "chat", "deep"]
+
+
+async def test_chat_preempts_running_deep_on_a_one_slot_engine():
+    sched = LaneScheduler(deep_max_in_flight=1, slots=1)
+    admitted = asyncio.Event()
+    tickets = []
+
+    async def deep() -> None:
+        async with sched.admit("deep") as t:
+            tickets.append(t)
+            admitted.set()
+            await t.preempted.wait()  # the holder yields when asked
+
+    d = asyncio.create_task(deep())
+    await admitted.wait()
+    async with sched.admit("chat") as chat_ticket:
+        assert tickets[0].preempted.is_set()
+        assert chat_ticket.queue_ms >= 0
+    await d
+    assert sched.stats["deep"].preemptions == 1
+
+
+async def test_chat_waits_for_a_free_slot_without_preempting_when_slots_remain():
+    sched = LaneScheduler(deep_max_in_flight=1, slots=2)
+    log: list[str] = []
+    release = asyncio.Event()
+    d = asyncio.create_task(_hold(sched, "deep", log, release))
+    await asyncio.sleep(0.01)
+    async with sched.admit("chat"):
+        log.append("chat-in")
+    release.set()
+    ticket = await d
+    assert log == ["deep", "chat-in"]
+    assert not ticket.preempted.is_set()
+
+
+async def test_scheduler_off_admits_everything_at_once():
+    sched = LaneScheduler(deep_max_in_flight=1, slots=1, enabled=False)
+    log: list[str] = []
+    release = asyncio.Event()
+    tasks = [asyncio.create_task(_hold(sched, "deep", log, release)) for _ in range(4)]
+    await asyncio.sleep(0.02)
+    assert len(log) == 4
+    release.set()
+    await asyncio.gather(*tasks)
+
+
+async def test_queue_is_bounded():
+    from assistant.errors import Busy
+
+    sched = LaneScheduler(deep_max_in_flight=1, slots=1, max_waiting=2)
+    release = asyncio.Event()
+    log: list[str] = []
+    tasks = [asyncio.create_task(_hold(sched, "deep", log, release)) for _ in range(3)]
+    await asyncio.sleep(0.02)
+    try:
+        async with sched.admit("deep"):
+            raise AssertionError("a fourth request must be refused")
+    except Busy as e:
+        assert "waiting" in str(e)
+    release.set()
+    await asyncio.gather(*tasks)

@@ -1,0 +1,82 @@
+"""The store on a real SQLite file: migrations, WAL, turns, idempotent jobs, leases."""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+
+from assistant.records import Timings, TurnResult
+from assistant.store import MIGRATIONS, Store
+
+
+def test_migrations_run_once_and_wal_is_on(tmp_path):
+    path = tmp_path / "a.db"
+    Store(path).close()
+    store = Store(path)  # a second open must not re-run migrations
+    assert store.db.execute("PRAGMA user_version").fetchone()[0] == len(MIGRATIONS)
+    assert store.db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert store.db.execute("PRAGMA busy_timeout").fetchone()[0] >= 5000
+    assert store.integrity_ok()
+
+
+def test_turns_keep_timings_and_order(tmp_path):
+    store = Store(tmp_path / "a.db")
+    cid = store.new_conversation("ann", "first")
+    for i in range(3):
+        result = TurnResult(f"reply {i}", "chat", "classifier 0.9", "stop", Timings(ttft=10.0 + i))
+        store.add_turn(cid, f"q{i}", result)
+    turns = store.turns(cid)
+    assert [u for u, _ in turns] == ["q0", "q1", "q2"]
+    assert turns[2][1].timings.ttft == 12.0 and turns[2][1].reason == "classifier 0.9"
+    assert store.recent_timings("ann")[0]["timings"] == {"ttft": 12.0}
+    assert store.recent_timings("bob") == []
+
+
+def test_same_idempotency_key_gives_one_job(tmp_path):
+    store = Store(tmp_path / "a.db")
+    a, created_a = store.create_job("ann", "task", 32768, idempotency_key="k1")
+    b, created_b = store.create_job("ann", "task", 32768, idempotency_key="k1")
+    c, _ = store.create_job("bob", "task", 32768, idempotency_key="k1")  # another user's key
+    assert created_a and not created_b and a.id == b.id
+    assert c.id != a.id
+    assert len(store.jobs("ann")) == 1
+
+
+def test_lease_claim_heartbeat_and_recovery(tmp_path):
+    store = Store(tmp_path / "a.db")
+    job, _ = store.create_job("ann", "task", 32768)
+    claimed = store.claim_job("w1", lease_s=0.2)
+    assert claimed is not None and claimed.id == job.id and claimed.state == "running"
+    assert store.claim_job("w2", lease_s=0.2) is None  # leased to w1
+    assert store.heartbeat(job.id, "w1", 0.2, result="partial", answer_tokens=3)
+    time.sleep(0.3)  # w1 died: its lease ran out
+    again = store.claim_job("w2", lease_s=5)
+    assert again is not None and again.id == job.id and again.result == "partial"
+    assert not store.heartbeat(job.id, "w1", 5)  # the old worker no longer owns it
+    assert store.finish_job(job.id, "w2", "done", result="all")
+    assert store.job(job.id).state == "done"
+
+
+def test_recover_running_requeues_expired_leases(tmp_path):
+    store = Store(tmp_path / "a.db")
+    job, _ = store.create_job("ann", "task", 32768)
+    store.claim_job("dead", lease_s=-1)  # already expired
+    assert store.recover_running() == 1
+    assert store.job(job.id).state == "queued"
+
+
+def test_cancel_and_retry(tmp_path):
+    store = Store(tmp_path / "a.db")
+    job, _ = store.create_job("ann", "task", 1000)
+    assert not store.cancel_job(job.id, owner="bob")  # not bob's
+    assert store.cancel_job(job.id, owner="ann")
+    assert store.job(job.id).state == "cancelled"
+    assert store.requeue(job.id, budget=2000)
+    assert store.job(job.id).state == "queued" and store.job(job.id).budget == 2000
+
+
+def test_store_is_readable_by_plain_sqlite(tmp_path):
+    store = Store(tmp_path / "a.db")
+    store.create_job("ann", "task", 1)
+    other = sqlite3.connect(tmp_path / "a.db")
+    assert other.execute("SELECT COUNT(*) FROM jobs").fetchone()[0] == 1
