@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import os
+import struct
 import wave
 from pathlib import Path
 
@@ -36,8 +37,9 @@ def load_audio(data: AudioSource, *, max_bytes: int, max_seconds: float) -> np.n
     if size == 0:
         raise BadInput("the audio is empty (0 bytes)")
     if size > max_bytes:
-        raise BadInput(f"the audio is too big: {_mb(size)} (the limit is {_mb(max_bytes)})")
+        raise BadInput(f"the audio is too big: {_human(size)} (the limit is {_human(max_bytes)})")
     source = io.BytesIO(bytes(data)) if _is_bytes(data) else os.fspath(data)
+    _check_wav_header(_head(data), size)
     try:
         container = av.open(source, mode="r", metadata_errors="ignore")
     except (av.FFmpegError, OSError, ValueError) as e:
@@ -129,6 +131,35 @@ def _decode(container: av.container.InputContainer, max_seconds: float) -> np.nd
     return audio.astype(np.float32) / 32768.0
 
 
+def _check_wav_header(head: bytes, size: int) -> None:
+    """A WAV whose data chunk claims more bytes than the file holds was cut short.
+
+    FFmpeg silently decodes what is there (it sizes WAVs from the file), so check it here.
+    """
+    if head[:4] != b"RIFF" or head[8:12] != b"WAVE":
+        return
+    pos = 12
+    while pos + 8 <= len(head):
+        chunk_id, chunk_size = head[pos : pos + 4], struct.unpack("<I", head[pos + 4 : pos + 8])[0]
+        if chunk_id == b"data":
+            available = size - (pos + 8)
+            # 0 and 0xFFFFFFFF mean "unknown" (written by streaming recorders): nothing to check.
+            if 0 < chunk_size < 0xFFFFFFF0 and chunk_size > available + 1:
+                raise BadInput(
+                    f"the audio is truncated: the WAV header promises {_human(chunk_size)} "
+                    f"of sound but the file holds {_human(max(available, 0))}"
+                )
+            return
+        pos += 8 + chunk_size + (chunk_size & 1)
+
+
+def _head(data: AudioSource, n: int = 4096) -> bytes:
+    if _is_bytes(data):
+        return bytes(memoryview(data)[:n])
+    with open(os.fspath(data), "rb") as f:
+        return f.read(n)
+
+
 def _declared_seconds(
     container: av.container.InputContainer, stream: av.AudioStream
 ) -> float | None:
@@ -172,8 +203,10 @@ def _too_long(seconds: float, limit: float) -> str:
     return f"the audio is too long: {seconds:.0f} s (the limit is {limit:.0f} s)"
 
 
-def _mb(n: int) -> str:
-    return f"{n / 1_000_000:.1f} MB"
+def _human(n: int) -> str:
+    if n >= 1_000_000:
+        return f"{n / 1_000_000:.1f} MB"
+    return f"{n / 1000:.1f} kB" if n >= 1000 else f"{n} bytes"
 
 
 def _reason(e: Exception) -> str:

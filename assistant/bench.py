@@ -1,0 +1,191 @@
+"""`assistant bench`: the benchmarks. Speed is measured here, never asserted in tests.
+
+qos: chat time to first token (queue wait included: what the user waits) idle, and with the
+deep lane saturated, with the lane scheduler on and off, on the embedded engine and on a
+simulated FIFO engine with several slots and a realistic prefill delay; plus how much longer
+the deep work took because chat preempted it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+from pathlib import Path
+from tempfile import TemporaryDirectory
+from typing import Any
+
+from assistant.records import Message
+from assistant.settings import Settings
+
+
+def pct(values: list[float], q: float) -> float:
+    """The q-quantile (0..1), nearest rank; 0 for no samples."""
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
+
+
+@dataclass
+class Condition:
+    name: str
+    ttft_ms: list[float]
+
+    def summary(self) -> dict[str, float]:
+        return {
+            "p50_ms": round(pct(self.ttft_ms, 0.5), 1),
+            "p95_ms": round(pct(self.ttft_ms, 0.95), 1),
+            "n": len(self.ttft_ms),
+        }
+
+
+@contextlib.contextmanager
+def simulated_engine(*args: str) -> Iterator[str]:
+    """The simulator as its own process (so its event loop does not share ours)."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "assistant.simengine", "--port", "0", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        if not line.startswith("READY port="):
+            raise RuntimeError("the simulated engine did not start")
+        yield f"http://127.0.0.1:{int(line.split('=')[1])}/v1"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+async def _chat_ttft(rt: Any, text: str) -> float:
+    """One chat-lane request through the scheduler; ms from asking to the first token."""
+    start = time.perf_counter()
+    lane = rt.settings.chat
+    async with rt.scheduler.admit("chat"):
+        events = rt.engine.stream([Message("user", text)], replace(lane, max_tokens=16))
+        try:
+            async for ev in events:
+                if ev.kind in ("content", "reasoning"):
+                    return (time.perf_counter() - start) * 1000
+        finally:
+            await events.aclose()
+    return (time.perf_counter() - start) * 1000
+
+
+async def _measure(rt: Any, rounds: int, gap_s: float) -> list[float]:
+    samples = []
+    for i in range(rounds):
+        samples.append(await _chat_ttft(rt, f"Quick question number {i}: say hi."))
+        await asyncio.sleep(gap_s)
+    return samples
+
+
+async def _saturated(rt: Any, rounds: int, gap_s: float, deep_streams: int) -> tuple[list, dict]:
+    """Chat samples while `deep_streams` deep jobs keep the engine busy; and the deep work's
+    total time with those interruptions."""
+    worker = rt.worker()
+    jobs = [rt.jobs.submit("bench", f"Write a long essay, part {i}.") for i in range(deep_streams)]
+    rt.scheduler.deep_max = deep_streams if not rt.scheduler.enabled else rt.scheduler.deep_max
+    serving = asyncio.create_task(worker.serve(poll_s=0.05))
+    start = time.perf_counter()
+    try:
+        while rt.scheduler.depth()["deep_running"] == 0:
+            await asyncio.sleep(0.05)
+        await asyncio.sleep(0.5)
+        samples = await _measure(rt, rounds, gap_s)
+        while any(rt.store.job(j.id).state in ("queued", "running") for j in jobs):
+            await asyncio.sleep(0.1)
+        elapsed = time.perf_counter() - start
+    finally:
+        serving.cancel()
+        await asyncio.gather(serving, return_exceptions=True)
+    states = [rt.store.job(j.id).state for j in jobs]
+    return samples, {"deep_total_s": round(elapsed, 2), "deep_states": states}
+
+
+async def _deep_alone(rt: Any, deep_streams: int) -> float:
+    worker = rt.worker()
+    jobs = [rt.jobs.submit("bench", f"Write a long essay, part {i}.") for i in range(deep_streams)]
+    serving = asyncio.create_task(worker.serve(poll_s=0.05))
+    start = time.perf_counter()
+    try:
+        while any(rt.store.job(j.id).state in ("queued", "running") for j in jobs):
+            await asyncio.sleep(0.1)
+    finally:
+        serving.cancel()
+        await asyncio.gather(serving, return_exceptions=True)
+    return time.perf_counter() - start
+
+
+def _qos_on(settings: Settings, label: str, rounds: int, gap_s: float, deep: int) -> dict:
+    from assistant.runtime import Runtime
+
+    results: dict[str, Any] = {"engine": label}
+    with TemporaryDirectory() as tmp:
+        s = replace(settings, data_dir=Path(tmp))
+        with Runtime(s) as rt:
+            idle = asyncio.run(_measure(rt, rounds, gap_s))
+            results["idle"] = Condition("idle", idle).summary()
+            alone = asyncio.run(_deep_alone(rt, deep))
+            for enabled in (True, False):
+                rt.scheduler.enabled = enabled
+                samples, extra = asyncio.run(_saturated(rt, rounds, gap_s, deep))
+                key = "saturated_scheduler_on" if enabled else "saturated_scheduler_off"
+                results[key] = Condition(key, samples).summary() | extra
+            results["deep_alone_s"] = round(alone, 2)
+            on = results["saturated_scheduler_on"]
+            results["preemption_cost_s"] = round(on["deep_total_s"] - alone, 2)
+            results["preemptions"] = rt.scheduler.stats["deep"].preemptions
+            limit = 1.3 * results["idle"]["p95_ms"] + 100
+            results["target_p95_ms"] = round(limit, 1)
+            results["target_met"] = on["p95_ms"] <= limit
+    return results
+
+
+def bench_qos(settings: Settings, rounds: int | None) -> dict:
+    rounds = rounds or 12
+    out: dict[str, Any] = {"bench": "qos", "rounds": rounds}
+    # a FIFO engine with 4 slots, 150 ms prefill + 0.5 ms per prompt token, 20 ms per token
+    with simulated_engine(
+        "--slots", "4", "--prefill-ms", "150", "--prefill-ms-per-token", "0.5",
+        "--token-ms", "20", "--answer-words", "150", "--kind", "vllm",
+    ) as url:  # fmt: skip
+        sim = replace(settings, engine_url=url, engine_kind="vllm", deep_max_in_flight=None)
+        out["simulated_fifo_4_slots"] = _qos_on(sim, "simulated FIFO, 4 slots", rounds, 0.2, 6)
+    embedded = replace(
+        settings,
+        engine_url=None,
+        deep=replace(settings.deep, max_tokens=8192),
+    )
+    out["embedded_llamacpp"] = _qos_on(embedded, "embedded llama.cpp, 1 slot", rounds, 0.3, 2)
+    return out
+
+
+def run_bench(which: str, settings: Settings, *, as_json: bool, rounds: int | None) -> int:
+    if which == "qos":
+        result = bench_qos(settings, rounds)
+    elif which == "voice":
+        from assistant.voicebench import bench_voice
+
+        result = bench_voice(settings, rounds)
+    else:
+        from assistant.loadbench import bench_load
+
+        result = bench_load(settings, rounds)
+    if as_json:
+        sys.stdout.write(json.dumps(result) + "\n")
+    else:
+        print(json.dumps(result, indent=2))
+    return 0
+
+
+__all__ = ["bench_qos", "pct", "run_bench", "statistics"]

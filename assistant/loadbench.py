@@ -1,0 +1,148 @@
+"""`assistant bench load`: many real clients against the real app on a simulated engine.
+
+50 concurrent chat sessions (gradio_client, each its own conversation, several turns) plus 20
+deep jobs. Reports errors, lost turns or jobs, chat latency percentiles and the app's memory.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from assistant.bench import pct, simulated_engine
+from assistant.embedded import free_port
+from assistant.settings import Settings
+
+SESSIONS = 50
+JOBS = 20
+
+
+def _rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+@contextlib.contextmanager
+def app_process(engine_url: str, data_dir: Path) -> Iterator[tuple[str, int]]:
+    port = free_port()
+    config = data_dir / "assistant.toml"
+    config.write_text(f"max_jobs_per_user = {JOBS + 5}\nmax_queue = 512\n")
+    env = dict(
+        os.environ,
+        ASSISTANT_ENGINE_URL=engine_url,
+        ASSISTANT_DATA_DIR=str(data_dir),
+        ASSISTANT_CONFIG=str(config),
+        ASSISTANT_DEEP_MAX_IN_FLIGHT="4",
+    )
+    log = open(data_dir / "app.log", "wb")  # noqa: SIM115
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "assistant.cli", "serve", "--port", str(port)],
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    url = f"http://127.0.0.1:{port}/"
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            with contextlib.suppress(httpx.HTTPError):
+                if httpx.get(url, timeout=2).status_code == 200:
+                    break
+            if proc.poll() is not None:
+                raise RuntimeError(f"the app exited; see {data_dir / 'app.log'}")
+            time.sleep(0.5)
+        yield url, proc.pid
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
+        log.close()
+
+
+def _session(url: str, index: int, turns: int) -> dict[str, Any]:
+    from gradio_client import Client
+
+    client = Client(url, verbose=False)
+    cid, latencies, errors = "", [], []
+    for t in range(turns):
+        start = time.perf_counter()
+        try:
+            out = client.predict(f"session {index} turn {t}", cid, False, api_name="/chat")
+            cid = out["conversation_id"]
+            if out.get("error") or not out.get("reply"):
+                errors.append(out.get("error") or "empty reply")
+            latencies.append((time.perf_counter() - start) * 1000)
+        except Exception as e:  # a benchmark counts failures; it does not stop on them
+            errors.append(f"{type(e).__name__}: {e}")
+    return {"cid": cid, "latencies": latencies, "errors": errors}
+
+
+def bench_load(settings: Settings, rounds: int | None) -> dict:
+    from gradio_client import Client
+
+    turns = rounds or 3
+    with tempfile.TemporaryDirectory() as tmp, simulated_engine(
+        "--slots", "16", "--token-ms", "5", "--prefill-ms", "50", "--answer-words", "40"
+    ) as engine_url, app_process(engine_url, Path(tmp)) as (url, pid):
+        rss_start = _rss_mb(pid)
+        started = time.perf_counter()
+        admin = Client(url, verbose=False)
+        job_ids = [
+            admin.predict(f"deep task {i}", f"load-{i}", api_name="/delegate")["id"]
+            for i in range(JOBS)
+        ]
+        peak = rss_start
+        with ThreadPoolExecutor(SESSIONS) as pool:
+            futures = [pool.submit(_session, url, i, turns) for i in range(SESSIONS)]
+            while not all(f.done() for f in futures):
+                peak = max(peak, _rss_mb(pid))
+                time.sleep(0.5)
+            sessions = [f.result() for f in futures]
+        deadline = time.monotonic() + 600
+        while time.monotonic() < deadline:
+            jobs = {j["id"]: j for j in admin.predict(api_name="/jobs")}
+            if all(jobs.get(i, {}).get("state") in ("done", "failed") for i in job_ids):
+                break
+            peak = max(peak, _rss_mb(pid))
+            time.sleep(1)
+        elapsed = time.perf_counter() - started
+        rss_end = _rss_mb(pid)
+        from assistant.store import Store
+
+        store = Store(Path(tmp) / "assistant.db")
+        stored_turns = sum(len(store.turns(s["cid"])) for s in sessions if s["cid"])
+        integrity = store.integrity_ok()
+        store.close()
+    latencies = [ms for s in sessions for ms in s["latencies"]]
+    errors = [e for s in sessions for e in s["errors"]]
+    states = [jobs.get(i, {}).get("state", "missing") for i in job_ids]
+    return {
+        "bench": "load",
+        "sessions": SESSIONS,
+        "turns_per_session": turns,
+        "jobs": JOBS,
+        "chat_ok": len(latencies) - len(errors),
+        "chat_errors": len(errors),
+        "error_samples": errors[:5],
+        "turns_stored": stored_turns,
+        "turns_expected": SESSIONS * turns,
+        "jobs_done": states.count("done"),
+        "jobs_lost": states.count("missing"),
+        "job_states": {s: states.count(s) for s in set(states)},
+        "chat_latency_p50_ms": round(pct(latencies, 0.5), 1),
+        "chat_latency_p95_ms": round(pct(latencies, 0.95), 1),
+        "wall_s": round(elapsed, 1),
+        "app_rss_mb": {"start": round(rss_start), "peak": round(peak), "end": round(rss_end)},
+        "store_integrity_ok": integrity,
+    }

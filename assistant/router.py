@@ -1,0 +1,226 @@
+"""Which lane a request goes to (DESIGN.md section 3), first match wins:
+
+1. explicit: the UI's Delegate action, or a cue at the very start ("delegate ...");
+2. the classifier: MiniLM embedding + logistic regression, no engine call, a few ms;
+3. the chat model's own `delegate` tool: that runs in the turn code; this module only
+   supplies the tool schema and the decision it leads to.
+
+The router returns a lane and a reason, nothing else: whatever a request says, it cannot
+reach prompts, tools or permissions from here.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+
+import numpy as np
+
+from assistant.embedder import Encoder, MiniLM
+from assistant.records import Lane, RouteDecision
+
+DELEGATE_TOOL: dict = {
+    "type": "function",
+    "function": {
+        "name": "delegate",
+        "description": (
+            "Hand the user's request to the deep lane, a background job that thinks at length "
+            "and reports back when done. Call it for hard multi-step work: writing long "
+            "documents or code, reviews and refactors, debugging, research and comparisons, "
+            "plans, proofs, data analysis, or whenever the user asks for thoroughness. Do not "
+            "call it for greetings, quick facts, short how-tos or follow-ups: answer those "
+            "yourself. After calling it, tell the user in one short sentence that the work "
+            "was handed off."
+        ),
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "task": {
+                    "type": "string",
+                    "description": "The complete task, self-contained, in the user's words.",
+                }
+            },
+            "required": ["task"],
+        },
+    },
+}
+
+
+def decision_from_tool(task: str = "") -> RouteDecision:
+    """The decision when the chat model called `delegate` (step 3)."""
+    return RouteDecision(lane="deep", reason="model asked to delegate", text=task.strip())
+
+
+# --- step 1: explicit cues -------------------------------------------------------------
+
+# Politeness and fillers that may come before a cue ("ok, please think hard about ...").
+_LEAD = (
+    r"(?:(?:ok(?:ay)?|so|hey|hi|well|alright|right|now|um+|uh+|please|pls|kindly"
+    r"|(?:can|could|would|will)\s+you(?:\s+please)?"
+    r"|i(?:'d|\s+would)\s+like\s+you\s+to|i\s+(?:want|need)\s+you\s+to)[\s,.!:;-]*)*"
+)
+_IT = r"(?:\s+(?:this|that|it)(?:\s+(?:one|task|job))?)?"
+# (label shown in the reason, pattern); a cue must be followed by more request text.
+_CUES: tuple[tuple[str, str], ...] = (
+    ("delegate", r"delegate" + _IT + r"(?:\s+to\s+(?:the\s+)?deep(?:\s+lane)?)?"),
+    ("hand this off", r"hand(?:\s+(?:this|that|it))?\s+off" + _IT),
+    ("think hard", r"think\s+(?:really\s+|very\s+|long\s+and\s+)?hard(?:\s+about" + _IT + ")?"),
+    ("think carefully", r"think\s+carefully(?:\s+about" + _IT + ")?"),
+    ("deep mode", r"(?:(?:use|in|switch\s+to)\s+)?deep\s+mode"),
+    ("deep dive", r"(?:do\s+a\s+)?deep[\s-]+dive(?:\s+(?:into|on)" + _IT + ")?"),
+    ("take your time", r"take\s+your\s+time(?:\s+(?:on|with)" + _IT + ")?(?:\s+and)?"),
+)
+_CUE_RES = tuple(
+    (label, re.compile(r"^\s*" + _LEAD + "(?:" + pattern + r")(?=[\s,.!:;-]|$)", re.IGNORECASE))
+    for label, pattern in _CUES
+)
+_SEPARATORS = " \t\n,.!:;-\u2013\u2014"
+
+
+def match_cue(text: str) -> tuple[str, str] | None:
+    """(cue label, request without the cue) when the request starts with a cue."""
+    for label, pattern in _CUE_RES:
+        m = pattern.match(text)
+        if m:
+            rest = text[m.end() :].lstrip(_SEPARATORS).strip()
+            # A bare "delegate." names no task: let the classifier see the whole text.
+            if rest:
+                return label, rest
+    return None
+
+
+# --- step 2: the classifier head ---------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Head:
+    """Logistic regression on MiniLM embeddings. The decision threshold is folded into
+    the bias, so 0.5 is the cut and the reported probability agrees with the lane."""
+
+    weights: np.ndarray
+    bias: float
+    l2: float
+    """Ridge strength it was trained with; cross-validation retrains with the same."""
+    threshold: float
+    """The raw P(deep) cut, below 0.5 to favour deep recall; kept for retraining."""
+
+    def p_deep(self, vecs: np.ndarray) -> np.ndarray:
+        return 1.0 / (1.0 + np.exp(-(vecs @ self.weights + self.bias)))
+
+    @classmethod
+    def fit(cls, x: np.ndarray, deep: np.ndarray, *, l2: float, threshold: float) -> Head:
+        """Class-balanced L2 logistic regression by Newton's method (385 unknowns: exact
+        and fast, no solver dependency)."""
+        y = deep.astype(np.float64)
+        n, dim = x.shape
+        xb = np.hstack([x.astype(np.float64), np.ones((n, 1))])
+        n_deep = max(y.sum(), 1.0)
+        sample_w = np.where(y == 1, n / (2 * n_deep), n / (2 * max(n - n_deep, 1.0)))
+        ridge = np.eye(dim + 1) * l2
+        ridge[-1, -1] = 0.0  # the bias is not shrunk
+        w = np.zeros(dim + 1)
+        for _ in range(50):
+            p = 1.0 / (1.0 + np.exp(-(xb @ w)))
+            grad = xb.T @ (sample_w * (p - y)) + ridge @ w
+            hess = (xb * (sample_w * p * (1 - p))[:, None]).T @ xb + ridge
+            step = np.linalg.solve(hess, grad)
+            w -= step
+            if np.abs(step).max() < 1e-9:
+                break
+        shift = np.log(threshold / (1 - threshold))
+        return cls(w[:-1].astype(np.float32), float(w[-1] - shift), l2, threshold)
+
+    @classmethod
+    def load(cls, path: Path | None = None) -> Head:
+        """The shipped head (`assistant/data/router_head.npz`) or one at `path`."""
+        src = path or resources.files("assistant.data").joinpath("router_head.npz")
+        with src.open("rb") as f, np.load(f) as z:
+            return cls(
+                weights=z["weights"].astype(np.float32),
+                bias=float(z["bias"]),
+                l2=float(z["l2"]),
+                threshold=float(z["threshold"]),
+            )
+
+    def save(self, path: Path, **meta: str) -> None:
+        np.savez(
+            path,
+            weights=self.weights,
+            bias=self.bias,
+            l2=self.l2,
+            threshold=self.threshold,
+            meta=json.dumps(meta),
+        )
+
+
+def stratified_folds(deep: np.ndarray, k: int, seed: int = 0) -> np.ndarray:
+    """Fold number per example, each lane spread evenly over the k folds."""
+    rng = np.random.default_rng(seed)
+    folds = np.zeros(len(deep), dtype=int)
+    for lane in (False, True):
+        idx = np.flatnonzero(deep == lane)
+        rng.shuffle(idx)
+        folds[idx] = np.arange(len(idx)) % k
+    return folds
+
+
+def load_examples(path: Path | None = None) -> tuple[list[str], np.ndarray]:
+    """(texts, is_deep) from a JSONL of {"text", "lane"}; default: the shipped training set."""
+    src = path or resources.files("assistant.data").joinpath("router_train.jsonl")
+    rows = [json.loads(line) for line in src.read_text().splitlines() if line.strip()]
+    return [r["text"] for r in rows], np.array([r["lane"] == "deep" for r in rows])
+
+
+# --- the router --------------------------------------------------------------------------
+
+
+class Router:
+    """Decides the lane of one request: explicit cue first, then the classifier."""
+
+    def __init__(self, encoder: Encoder, head: Head) -> None:
+        self.encoder = encoder
+        self.head = head
+
+    @classmethod
+    def load(cls, head_path: Path | None = None, model_dir: Path | None = None) -> Router:
+        """The router with the shipped head and the installed encoder, built once."""
+        return _load(head_path, model_dir)
+
+    def warm(self) -> Router:
+        """Run one decision so the first real one pays no first-call costs."""
+        self.decide("warming up the router")
+        return self
+
+    def decide(self, text: str, *, explicit: bool = False) -> RouteDecision:
+        start = time.perf_counter()
+        lane, reason, rest = self._decide(text, explicit)
+        ms = (time.perf_counter() - start) * 1000.0
+        return RouteDecision(lane=lane, reason=reason, ms=ms, text=rest)
+
+    def classify(self, texts: Sequence[str]) -> np.ndarray:
+        """P(deep) per text, the classifier alone (no cues)."""
+        return self.head.p_deep(self.encoder.encode(texts))
+
+    def _decide(self, text: str, explicit: bool) -> tuple[Lane, str, str]:
+        text = (text or "").strip()
+        cue = match_cue(text)
+        if explicit:
+            return "deep", "explicit: Delegate action", cue[1] if cue else text
+        if cue:
+            return "deep", f"cue: '{cue[0]}'", cue[1]
+        if not text:
+            return "chat", "empty request", ""
+        p = float(self.classify([text])[0])
+        lane: Lane = "deep" if p >= 0.5 else "chat"
+        return lane, f"classifier {max(p, 1 - p):.2f}", text
+
+
+@lru_cache(maxsize=4)
+def _load(head_path: Path | None, model_dir: Path | None) -> Router:
+    return Router(MiniLM.load(model_dir), Head.load(head_path))

@@ -1,0 +1,146 @@
+"""`assistant serve`: the web app. Builds the runtime, runs the job worker, serves the page.
+
+The job worker runs as a kept task on the server's own event loop (a FastAPI lifespan), so it
+shares the loop with the page's callbacks and is cancelled when the server stops.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ipaddress
+import logging
+import os
+import shutil
+import signal
+import sys
+import threading
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+from assistant.runtime import Runtime
+from assistant.settings import Settings
+
+log = logging.getLogger(__name__)
+
+CONCURRENCY = 8
+"""Events of one kind running at once; the lanes, not Gradio, decide the engine's order."""
+SHUTDOWN_GRACE_S = 3.0
+"""Open page connections (streams, timers) get this long to end when the server stops."""
+
+
+def is_loopback(host: str) -> bool:
+    host = host.strip().strip("[]")
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def ensure_ffmpeg(bin_dir: Path) -> bool:
+    """Make an `ffmpeg` findable on PATH; Gradio needs one to stream audio out.
+
+    Without a system ffmpeg, the binary shipped in the `imageio-ffmpeg` wheel is linked into
+    `bin_dir` and that directory is put first on this process's PATH.
+    """
+    if shutil.which("ffmpeg"):
+        return True
+    try:
+        import imageio_ffmpeg
+
+        exe = Path(imageio_ffmpeg.get_ffmpeg_exe())
+    except (ImportError, RuntimeError):
+        return False
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    link = bin_dir / "ffmpeg"
+    if link.is_symlink() and link.resolve() != exe.resolve():
+        link.unlink()
+    if not link.exists():
+        link.symlink_to(exe)
+    os.environ["PATH"] = f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"
+    return shutil.which("ffmpeg") is not None
+
+
+def lifespan(rt: Runtime, warm: Callable[[], Any]) -> Callable[[Any], Any]:
+    """A FastAPI lifespan that runs the job worker (and warms speech) on the server's loop."""
+
+    @contextlib.asynccontextmanager
+    async def run(_app: Any) -> AsyncIterator[None]:
+        worker = asyncio.create_task(rt.worker().serve(), name="job-worker")
+        warming = asyncio.create_task(warm(), name="warm-speech")
+        try:
+            yield
+        finally:
+            worker.cancel()
+            warming.cancel()
+            await asyncio.gather(worker, warming, return_exceptions=True)
+
+    return run
+
+
+def serve(settings: Settings, host: str = "127.0.0.1", port: int = 7860) -> int:
+    """Run the web app until SIGINT/SIGTERM. Exit code 2: refused to listen unsafely."""
+    if not is_loopback(host) and not settings.auth:
+        print(
+            f"error: refusing to listen on {host} without a login; set "
+            "ASSISTANT_AUTH=user:password (or serve on 127.0.0.1)",
+            file=sys.stderr,
+        )
+        return 2
+    ensure_ffmpeg(settings.data_dir / "bin")
+    # imports gradio: only once we know we will serve
+    from assistant.ui import build_ui
+    from assistant.ui_turns import SpeechModels
+
+    rt = Runtime(settings)
+    pidfile = settings.data_dir / "serve.pid"
+    demo = None
+    stop = threading.Event()
+    try:
+        pidfile.write_text(str(os.getpid()))
+        if rt.notice:
+            print(rt.notice, file=sys.stderr)
+        if not rt.info.reachable:
+            print(f"warning: the engine at {rt.base_url} is unreachable: {rt.info.error}",
+                  file=sys.stderr)  # fmt: skip
+        demo = build_ui(rt)
+        demo.queue(max_size=settings.max_queue, default_concurrency_limit=CONCURRENCY)
+        # the models are cached per process: warming any SpeechModels warms the page's
+        speech = SpeechModels(rt)
+        demo.launch(
+            server_name=host,
+            server_port=port,
+            share=False,
+            ssr_mode=False,
+            show_error=True,
+            max_file_size=settings.max_upload_bytes,
+            auth=list(settings.auth) or None,
+            prevent_thread_lock=True,
+            quiet=True,
+            app_kwargs={"lifespan": lifespan(rt, speech.warm)},
+        )
+        if demo.server is not None:
+            # uvicorn waits for open connections forever by default; a page's streams
+            # would then hold the shutdown (and the job worker's clean stop) hostage
+            demo.server.config.timeout_graceful_shutdown = SHUTDOWN_GRACE_S
+        print(f"serving on http://{host}:{port}", file=sys.stderr, flush=True)
+        _wait_for_signal(stop)
+        return 0
+    finally:
+        if demo is not None:
+            demo.close()
+        rt.close()
+        with contextlib.suppress(OSError, ValueError):
+            if int(pidfile.read_text().strip()) == os.getpid():
+                pidfile.unlink()
+
+
+def _wait_for_signal(stop: threading.Event) -> None:
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, lambda *_: stop.set())
+    while not stop.wait(0.5):
+        pass

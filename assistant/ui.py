@@ -1,0 +1,146 @@
+"""The page: banner, chat (typed and spoken), Jobs panel, and the named API endpoints.
+
+Only wiring lives here; the callbacks are in `ui_turns`, `ui_jobs` and `ui_api`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import time
+from typing import Any
+
+import gradio as gr
+
+from assistant.runtime import EngineInfo, Runtime, probe
+from assistant.ui_api import add_api
+from assistant.ui_jobs import Jobs, build_jobs_panel
+from assistant.ui_turns import Session, SpeechModels, Turns
+
+BANNER_EVERY_S = 10.0
+PROBE_CACHE_S = 5.0
+# Stop and barge-in also silence what the browser is already playing.
+PAUSE_AUDIO_JS = "() => { document.querySelectorAll('audio').forEach((a) => a.pause()); }"
+
+
+class EngineStatus:
+    """Whether the engine answers, probed at most every few seconds for all sessions."""
+
+    def __init__(self, rt: Runtime):
+        self.rt = rt
+        self.info: EngineInfo = rt.info
+        self.checked = time.monotonic()
+        self._lock = asyncio.Lock()
+
+    async def check(self) -> EngineInfo:
+        async with self._lock:
+            if time.monotonic() - self.checked >= PROBE_CACHE_S:
+                s = self.rt.settings
+                self.info = await asyncio.to_thread(
+                    probe, self.rt.base_url, s.api_key, s.engine_kind, 2.0
+                )
+                self.checked = time.monotonic()
+        return self.info
+
+    async def banner(self) -> str:
+        info = await self.check()
+        lines = []
+        if not info.reachable:
+            lines.append(
+                f"⚠️ **The engine at `{self.rt.base_url}` is unreachable** ({info.error}). "
+                "Chat fails until it is back; this page keeps checking."
+            )
+        if self.rt.notice:
+            lines.append(f"ℹ️ {self.rt.notice}")
+        if shutil.which("ffmpeg") is None:
+            lines.append("ℹ️ ffmpeg is not installed: replies are spoken when they are complete.")
+        return "\n\n".join(lines)
+
+
+def build_ui(rt: Runtime) -> gr.Blocks:
+    """The whole page for one runtime."""
+    speech = SpeechModels(rt)
+    # Gradio encodes a streamed audio output with ffmpeg; without it, speak whole replies
+    streamed = shutil.which("ffmpeg") is not None
+    turns = Turns(rt, speech, streamed=streamed)
+    jobs = Jobs(rt, speech)
+    status = EngineStatus(rt)
+    private: dict[str, Any] = {"api_visibility": "private"}
+
+    with gr.Blocks(title="Assistant") as demo:
+        session = gr.State(Session())
+        banner = gr.Markdown()
+        with gr.Row():
+            with gr.Column(scale=3):
+                chatbot = gr.Chatbot(label="Conversation", height=520, buttons=["copy"])
+                with gr.Row():
+                    text = gr.Textbox(
+                        placeholder="Type a message, or record one below",
+                        show_label=False,
+                        scale=5,
+                        max_lines=8,
+                    )
+                    send = gr.Button("Send", variant="primary", scale=1)
+                    delegate = gr.Button("Delegate", scale=1)
+                    stop = gr.Button("Stop", variant="stop", scale=1)
+                with gr.Row():
+                    mic = gr.Audio(
+                        sources=["microphone", "upload"], type="filepath", label="Speak", scale=3
+                    )
+                    with gr.Column(scale=2):
+                        speak = gr.Checkbox(label="Speak replies", value=True)
+                        reply_audio = gr.Audio(
+                            label="Reply",
+                            streaming=streamed,
+                            autoplay=True,
+                            interactive=False,
+                            buttons=[],
+                        )
+                        notice_audio = gr.Audio(autoplay=True, visible="hidden")
+            with gr.Column(scale=2):
+                panel = build_jobs_panel()
+        add_api(rt, speech)
+
+        chat_io = {"inputs": [text, chatbot, session, speak], "outputs": [chatbot, text, reply_audio]}
+        replies = [
+            send.click(turns.chat, **chat_io, **private),
+            text.submit(turns.chat, **chat_io, **private),
+            delegate.click(turns.delegate, **chat_io, **private),
+        ]
+        voice_io = {
+            "inputs": [mic, chatbot, session, speak],
+            "outputs": [chatbot, reply_audio, mic],
+        }
+        replies += [
+            mic.stop_recording(turns.voice, **voice_io, **private),
+            mic.upload(turns.voice, **voice_io, **private),
+        ]
+        # Stop, or starting to speak again (barge-in), cancels the reply and its speech
+        stop.click(None, js=PAUSE_AUDIO_JS, cancels=replies, **private)
+        mic.start_recording(None, js=PAUSE_AUDIO_JS, cancels=replies, **private)
+
+        demo.load(status.banner, outputs=banner, **private)
+        gr.Timer(BANNER_EVERY_S).tick(
+            status.banner, outputs=banner, show_progress="hidden", **private
+        )
+
+        p = panel
+        refresh_out = [p.table, p.selected, p.view, p.download]
+        demo.load(jobs.refresh, inputs=p.selected, outputs=refresh_out, **private)
+        p.timer.tick(
+            jobs.refresh, inputs=p.selected, outputs=refresh_out, show_progress="hidden",
+            queue=False, **private,
+        )  # fmt: skip
+        p.timer.tick(
+            jobs.notices,
+            inputs=[chatbot, session, speak],
+            outputs=[chatbot, notice_audio],
+            show_progress="hidden",
+            queue=False,  # timer ticks must not take places in the bounded queue
+            **private,
+        )
+        p.selected.change(jobs.show, inputs=p.selected, outputs=[p.view, p.download], **private)
+        p.table.select(jobs.pick, outputs=p.selected, **private)
+        p.cancel.click(jobs.cancel, inputs=p.selected, **private)
+        p.retry.click(jobs.retry, inputs=p.selected, **private)
+    return demo

@@ -1,0 +1,101 @@
+"""The named API endpoints (`gradio_client`): chat, delegate, jobs, transcribe.
+
+    client.predict("hello", api_name="/chat")        -> {"reply", "lane", "reason", ...}
+    client.predict("task", api_name="/delegate")     -> the job
+    client.predict(api_name="/jobs")                 -> [job, ...]
+    client.predict(handle_file("a.flac"), api_name="/transcribe") -> {"text", ...}
+
+Identity is the login (or "local" without one), exactly as on the page.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import gradio as gr
+
+from assistant.chat import check_text
+from assistant.errors import AssistantError, BadInput
+from assistant.runtime import Runtime
+from assistant.ui_turns import SpeechModels, owner_of
+
+
+class Api:
+    """The endpoint functions. Errors a user can read become `gr.Error`."""
+
+    def __init__(self, rt: Runtime, speech: SpeechModels):
+        self.rt = rt
+        self.speech = speech
+
+    async def chat(
+        self, text: str, conversation_id: str = "", deep: bool = False, request: gr.Request = None
+    ) -> dict:
+        """One typed turn through the router. A deep decision queues a job (see job_id).
+
+        Pass the returned conversation_id back to continue the same conversation."""
+        owner = owner_of(self.rt, request)
+        try:
+            cid = conversation_id or self.rt.store.new_conversation(owner, title=text[:80])
+            if self.rt.store.conversation_owner(cid) != owner:
+                raise BadInput(f"no conversation {cid}")
+            result = await self.rt.chat.run(
+                text, owner=owner, conversation_id=cid, force_deep=deep, source="api"
+            )
+        except AssistantError as e:
+            raise gr.Error(str(e)) from e
+        return {**result.as_json(), "conversation_id": cid}
+
+    async def delegate(self, text: str, key: str = "", request: gr.Request = None) -> dict:
+        """Queue a deep-lane job; the same key gives back the same job (idempotent)."""
+        # async: submitting wakes the job worker, whose event lives on the server's loop
+        owner = owner_of(self.rt, request)
+        try:
+            text = check_text(text, self.rt.settings.max_text_chars)
+            job = self.rt.jobs.submit(owner, text, key=key or None)
+        except AssistantError as e:
+            raise gr.Error(str(e)) from e
+        return _public(job.as_json())
+
+    def jobs(self, request: gr.Request = None) -> list:
+        """The caller's jobs, newest first (without their reasoning)."""
+        return [_public(j.as_json()) for j in self.rt.store.jobs(owner_of(self.rt, request))]
+
+    async def transcribe(self, audio_path: str | None) -> dict:
+        """Speech to text: {"text", "language", "duration_s", "stt_ms"}."""
+        from assistant.audio import load_audio
+
+        if not audio_path:
+            raise gr.Error("no audio file")
+        settings = self.rt.settings
+        try:
+            stt = await self.speech.stt()
+            samples = await asyncio.to_thread(
+                load_audio,
+                audio_path,
+                max_bytes=settings.max_upload_bytes,
+                max_seconds=settings.max_audio_s,
+            )
+            transcript = await asyncio.to_thread(stt.transcribe, samples)
+        except AssistantError as e:
+            raise gr.Error(str(e)) from e
+        return transcript.as_json()
+
+
+def _public(job: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in job.items() if k not in ("reasoning", "idempotency_key")}
+
+
+def add_api(rt: Runtime, speech: SpeechModels) -> Api:
+    """Register the endpoints in the current Blocks."""
+    api = Api(rt, speech)
+    gr.api(api.chat, api_name="chat")
+    gr.api(api.delegate, api_name="delegate")
+    gr.api(api.jobs, api_name="jobs", queue=False)
+    # transcribe takes a file: a real (hidden) Audio component checks and caches the upload
+    with gr.Column(visible=False):
+        audio = gr.Audio(sources=["upload"], type="filepath", label="audio")
+        out = gr.JSON(label="transcript")
+        go = gr.Button("transcribe")
+    go.click(api.transcribe, inputs=audio, outputs=out, api_name="transcribe")
+    return api

@@ -1,0 +1,181 @@
+"""The Jobs panel and job notices: a table refreshed by a timer, a result viewer, actions.
+
+A finished job also leaves a short notice in the chat (spoken when voice is on). Notices are
+taken from the store once (`unnotified` then `mark_notified`), by whichever of the owner's
+sessions polls first.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import gradio as gr
+
+from assistant.audio import wav_bytes
+from assistant.errors import AssistantError
+from assistant.records import Job
+from assistant.runtime import Runtime
+from assistant.ui_turns import Session, SpeechModels, owner_of
+
+HEADERS = ["id", "state", "elapsed s", "reasoning tokens", "answer tokens", "task"]
+REFRESH_S = 2.0
+_ID = re.compile(r"^[0-9a-f]{6,32}$")
+
+
+def job_rows(jobs: list[Job]) -> list[list[Any]]:
+    now = time.time()
+    rows = []
+    for j in jobs:
+        # a running job's elapsed time is saved at each heartbeat; show it live in between
+        elapsed = j.elapsed_s + (now - j.updated_at if j.state == "running" else 0.0)
+        task = j.prompt if len(j.prompt) <= 60 else j.prompt[:57] + "..."
+        rows.append([j.id, j.state, round(elapsed, 1), j.reasoning_tokens, j.answer_tokens, task])
+    return rows
+
+
+def job_markdown(job: Job) -> str:
+    """A job as the viewer shows it (and as the downloaded .md holds it)."""
+    head = f"### Job {job.id}: {job.state}\n\n**Task:** {job.prompt}\n\n"
+    stats = (
+        f"*{job.elapsed_s:.1f} s, {job.reasoning_tokens} reasoning and {job.answer_tokens} "
+        f"answer tokens, budget {job.budget}*\n\n"
+    )
+    body = job.result or ("*(no answer yet)*" if job.state in ("queued", "running") else "")
+    if job.error:
+        body += f"\n\n**Error:** {job.error}"
+    return head + stats + body
+
+
+def notice_text(job: Job) -> tuple[str, str]:
+    """(chat message, what to say) for a job that ended."""
+    if job.state == "done":
+        first = next((ln.strip("# ").strip() for ln in job.result.splitlines() if ln.strip()), "")
+        first = first if len(first) <= 120 else first[:117] + "..."
+        return f"✅ Job {job.id} is done: {first}", "Your delegated job is done."
+    return f"❌ Job {job.id} failed: {job.error}", "Your delegated job failed."
+
+
+@dataclass
+class JobsPanel:
+    """The panel's components."""
+
+    table: gr.Dataframe
+    selected: gr.Dropdown
+    view: gr.Markdown
+    download: gr.DownloadButton
+    cancel: gr.Button
+    retry: gr.Button
+    timer: gr.Timer
+
+
+def build_jobs_panel() -> JobsPanel:
+    gr.Markdown("### Jobs")
+    table = gr.Dataframe(headers=HEADERS, value=[], interactive=False, wrap=True)
+    selected = gr.Dropdown(label="Job", choices=[], value=None, allow_custom_value=False)
+    view = gr.Markdown()
+    with gr.Row():
+        download = gr.DownloadButton("Download .md", value=None, size="sm")
+        cancel = gr.Button("Cancel", size="sm", variant="stop")
+        retry = gr.Button("Retry with bigger budget", size="sm")
+    return JobsPanel(table, selected, view, download, cancel, retry, gr.Timer(REFRESH_S))
+
+
+class Jobs:
+    """The panel's callbacks; every one is scoped to the caller's own jobs."""
+
+    def __init__(self, rt: Runtime, speech: SpeechModels):
+        self.rt = rt
+        self.speech = speech
+        self.downloads = Path(tempfile.mkdtemp(prefix="assistant-jobs-"))
+
+    def _job(self, job_id: str | None, request: gr.Request | None) -> Job | None:
+        if not job_id or not _ID.match(job_id):
+            return None
+        job = self.rt.store.job(job_id)
+        return job if job is not None and job.owner == owner_of(self.rt, request) else None
+
+    def refresh(self, job_id: str | None, request: gr.Request) -> tuple[Any, ...]:
+        """Timer tick: table, selector choices (selection kept), viewer, download."""
+        jobs = self.rt.store.jobs(owner_of(self.rt, request), limit=50)
+        ids = [j.id for j in jobs]
+        keep = job_id if job_id in ids else None
+        return (
+            job_rows(jobs),
+            gr.Dropdown(choices=ids, value=keep),
+            *self.show(keep, request),
+        )
+
+    def show(self, job_id: str | None, request: gr.Request) -> tuple[Any, Any]:
+        """Viewer and download for the selected job."""
+        job = self._job(job_id, request)
+        if job is None:
+            return "", None
+        text = job_markdown(job)
+        path = None
+        if job.state in ("done", "failed"):
+            path = self.downloads / f"job-{job.id}.md"
+            if not path.exists() or path.read_text() != text:
+                path.write_text(text)
+        return text, str(path) if path else None
+
+    def pick(self, evt: gr.SelectData) -> Any:
+        """A click on a table row selects that job."""
+        row = evt.row_value if isinstance(evt.row_value, list) else None
+        return row[0] if row else gr.skip()
+
+    def cancel(self, job_id: str | None, request: gr.Request) -> None:
+        job = self._job(job_id, request)
+        if job is None:
+            raise gr.Error("select one of your jobs first")
+        if not self.rt.jobs.cancel(job.id, job.owner):
+            raise gr.Error(f"job {job.id} is {job.state}; only queued or running jobs cancel")
+        gr.Info(f"job {job.id} cancelled")
+
+    async def retry(self, job_id: str | None, request: gr.Request) -> None:
+        # async: the retry wakes the job worker, whose event lives on this loop
+        job = self._job(job_id, request)
+        if job is None:
+            raise gr.Error("select one of your jobs first")
+        try:
+            job = self.rt.jobs.retry(job.id, job.owner, bigger=True)
+        except AssistantError as e:
+            raise gr.Error(str(e)) from e
+        gr.Info(f"job {job.id} queued again with a budget of {job.budget} tokens")
+
+    async def notices(
+        self, history: list[dict[str, Any]], session: Session, speak: bool, request: gr.Request
+    ) -> tuple[Any, Any]:
+        """Timer tick: a notice in the chat for each of this user's jobs that ended."""
+        owner = owner_of(self.rt, request)
+        ended = await asyncio.to_thread(self.rt.store.unnotified, owner)
+        if not ended:
+            return gr.skip(), gr.skip()
+        said = []
+        messages = []
+        for job in ended:
+            self.rt.store.mark_notified(job.id)
+            text, spoken = notice_text(job)
+            messages.append({"role": "assistant", "content": text})
+            said.append(spoken)
+        audio = await self._say(" ".join(said)) if speak else None
+        if session.busy:
+            # a turn is streaming into the chat: it appends these when it ends
+            session.pending.extend(messages)
+            return gr.skip(), audio if audio else gr.skip()
+        return [*(history or []), *messages], audio if audio else gr.skip()
+
+    async def _say(self, text: str) -> bytes | None:
+        try:
+            tts = await self.speech.tts()
+        except AssistantError:
+            return None
+        chunks = await asyncio.to_thread(lambda: list(tts.synthesize(text)))
+        if not chunks:
+            return None
+        return wav_bytes(b"".join(c.samples for c in chunks), chunks[0].sample_rate)

@@ -1,0 +1,287 @@
+"""The page's chat and voice turns: Gradio callbacks that stream a turn into the Chatbot.
+
+Callbacks stay short: the turn itself is `assistant.voice` (which runs `ChatService.turn`);
+this module only turns its updates into chat messages and audio chunks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import html
+import logging
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import gradio as gr
+
+from assistant.audio import wav_bytes
+from assistant.errors import AssistantError
+from assistant.records import TurnResult, now_ms
+from assistant.runtime import Runtime
+from assistant.voice import VoiceUpdate, spoken_turn, voice_turn
+
+log = logging.getLogger(__name__)
+
+UI_EVERY_S = 0.05
+"""Text updates are sent to the browser at most this often (audio goes out at once)."""
+LABELS = {
+    "stt": "stt",
+    "route": "route",
+    "queue": "queue",
+    "ttft": "ttft",
+    "first_sentence": "1st sentence",
+    "tts_first_audio": "tts 1st",
+    "llm_total": "llm",
+    "tts_total": "tts",
+    "first_audio": "1st audio",
+    "total": "total",
+}
+
+
+@dataclass
+class Session:
+    """One browser session: its conversation, and job notices held while a turn runs."""
+
+    conversation_id: str | None = None
+    owner: str | None = None
+    busy: bool = False
+    pending: list[dict[str, Any]] = field(default_factory=list)
+
+
+def owner_of(rt: Runtime, request: gr.Request | None) -> str:
+    """With a login, the user name; without, everyone is "local"."""
+    if rt.settings.auth and request is not None and request.username:
+        return str(request.username)
+    return "local"
+
+
+def conversation(rt: Runtime, session: Session, owner: str) -> str:
+    """The session's conversation, started on its first turn (and again if the user changed)."""
+    if session.conversation_id is None or session.owner != owner:
+        session.conversation_id = rt.store.new_conversation(owner)
+        session.owner = owner
+    return session.conversation_id
+
+
+def meta_line(result: TurnResult) -> str:
+    """The small line under a reply: lane, reason and the latency record."""
+    parts = [result.lane, result.reason]
+    parts += [f"{LABELS.get(k, k)} {v:.0f} ms" for k, v in result.timings.as_dict().items()]
+    if result.tokens_per_s:
+        parts.append(f"{result.tokens_per_s:.0f} tok/s")
+    if result.job_id:
+        parts.append(f"job {result.job_id}")
+    return "<sub>" + " · ".join(html.escape(str(p)) for p in parts) + "</sub>"
+
+
+class TurnView:
+    """The Chatbot messages of one turn, updated in place as the turn streams."""
+
+    def __init__(self, history: list[dict[str, Any]] | None, user_text: str):
+        self.history: list[dict[str, Any]] = list(history or [])
+        self.user = {"role": "user", "content": user_text}
+        self.history.append(self.user)
+        self.thought: dict[str, Any] | None = None
+        self.answer: dict[str, Any] | None = None
+        self.text = ""
+
+    def apply(self, u: VoiceUpdate) -> None:
+        if u.kind == "transcript":
+            self.user["content"] = f"🎤 {u.text}" if u.text.strip() else "🎤 (nothing heard)"
+        elif u.kind == "reasoning":
+            if self.thought is None:
+                # folded reasoning: a Chatbot "thought" message, shown but never spoken
+                meta = {"title": "Reasoning", "status": "pending"}
+                self.thought = {"role": "assistant", "content": "", "metadata": meta}
+                self.history.append(self.thought)
+            self.thought["content"] += u.text
+        elif u.kind == "content":
+            self.text += u.text
+            self._answer(self.text)
+        elif u.kind == "error":
+            self._answer((self.text + "\n\n" if self.text else "") + f"⚠️ {u.text}")
+        elif u.kind == "done" and u.result is not None:
+            self.finish(u.result)
+
+    def finish(self, result: TurnResult) -> None:
+        if self.thought is not None:
+            self.thought["metadata"]["status"] = "done"
+        body = result.reply or ""
+        if result.error:
+            body = (body + "\n\n" if body else "") + f"⚠️ {result.error}"
+        self._answer(f"{body}\n\n{meta_line(result)}")
+
+    def _answer(self, text: str) -> None:
+        if self.answer is None:
+            self.answer = {"role": "assistant", "content": ""}
+            self.history.append(self.answer)
+        self.answer["content"] = text
+
+
+class SpeechModels:
+    """STT and TTS, loaded once on first use in a thread; a missing model is a message."""
+
+    def __init__(self, rt: Runtime):
+        self.rt = rt
+
+    async def stt(self) -> Any:
+        from assistant.stt import load_stt
+
+        return await asyncio.to_thread(load_stt, self.rt.settings)
+
+    async def tts(self) -> Any:
+        from assistant.tts import load_tts
+
+        return await asyncio.to_thread(load_tts, self.rt.settings)
+
+    async def warm(self) -> None:
+        """Load both at start so the first voice turn does not pay for it."""
+        for load in (self.stt, self.tts):
+            try:
+                await load()
+            except AssistantError as e:
+                log.warning("speech model not available: %s", e)
+
+
+class Turns:
+    """The chat and voice callbacks. `streamed`: the audio output takes sentence chunks."""
+
+    def __init__(self, rt: Runtime, speech: SpeechModels, *, streamed: bool):
+        self.rt = rt
+        self.speech = speech
+        self.streamed = streamed
+
+    async def chat(
+        self,
+        text: str,
+        history: list[dict[str, Any]],
+        session: Session,
+        speak: bool,
+        request: gr.Request,
+    ) -> AsyncIterator[tuple[Any, ...]]:
+        """Send: a typed turn. Outputs: chatbot, textbox, audio."""
+        async for out in self._typed(text, history, session, speak, request, deep=False):
+            yield out
+
+    async def delegate(
+        self,
+        text: str,
+        history: list[dict[str, Any]],
+        session: Session,
+        speak: bool,
+        request: gr.Request,
+    ) -> AsyncIterator[tuple[Any, ...]]:
+        """Delegate: the same turn, sent to the deep lane as a job."""
+        async for out in self._typed(text, history, session, speak, request, deep=True):
+            yield out
+
+    async def _typed(
+        self,
+        text: str,
+        history: list[dict[str, Any]],
+        session: Session,
+        speak: bool,
+        request: gr.Request,
+        *,
+        deep: bool,
+    ) -> AsyncIterator[tuple[Any, ...]]:
+        text = (text or "").strip()
+        if not text:
+            yield gr.skip(), gr.skip(), gr.skip()
+            return
+        owner = owner_of(self.rt, request)
+        view = TurnView(history, text)
+        tts = await self._tts() if speak else None
+        turn = spoken_turn(
+            self.rt,
+            tts,
+            text,
+            owner=owner,
+            conversation_id=conversation(self.rt, session, owner),
+            speak=speak,
+            force_deep=deep,
+        )
+        async for history_out, audio in self._stream(view, turn, session):
+            yield history_out, "", audio
+
+    async def voice(
+        self,
+        audio_path: str | None,
+        history: list[dict[str, Any]],
+        session: Session,
+        speak: bool,
+        request: gr.Request,
+    ) -> AsyncIterator[tuple[Any, ...]]:
+        """A recording stopped or a file was uploaded. Outputs: chatbot, audio out, audio in."""
+        if not audio_path:
+            yield gr.skip(), gr.skip(), gr.skip()
+            return
+        received = now_ms()  # end of speech: latency counts from here
+        owner = owner_of(self.rt, request)
+        view = TurnView(history, "🎤 …")
+        try:
+            stt = await self.speech.stt()
+        except AssistantError as e:
+            view.apply(VoiceUpdate("error", text=str(e)))
+            yield view.history, gr.skip(), None
+            return
+        tts = await self._tts() if speak else None
+        turn = voice_turn(
+            self.rt,
+            stt,
+            tts,
+            audio_path,
+            owner=owner,
+            conversation_id=conversation(self.rt, session, owner),
+            speak=speak,
+            received_ms=received,
+        )
+        async for history_out, audio in self._stream(view, turn, session):
+            yield history_out, audio, gr.skip()
+        yield gr.skip(), gr.skip(), None  # clear the recorder for the next turn
+
+    async def _tts(self) -> Any:
+        try:
+            return await self.speech.tts()
+        except AssistantError as e:
+            gr.Warning(f"Speech is off: {e}")
+            return None
+
+    async def _stream(
+        self, view: TurnView, turn: AsyncIterator[VoiceUpdate], session: Session
+    ) -> AsyncIterator[tuple[Any, Any]]:
+        """Fold updates into the view; yield (history, audio) at a bounded rate."""
+        session.busy = True
+        chunks: list[bytes] = []
+        rate = 22050
+        last = 0.0
+        try:
+            yield view.history, None
+            async with contextlib.aclosing(turn) as updates:
+                async for u in updates:
+                    view.apply(u)
+                    if u.kind == "audio" and u.audio is not None:
+                        if self.streamed:
+                            last = time.monotonic()
+                            yield view.history, wav_bytes(u.audio.samples, u.audio.sample_rate)
+                        else:
+                            chunks.append(u.audio.samples)
+                            rate = u.audio.sample_rate
+                        continue
+                    if u.kind in ("content", "reasoning") and time.monotonic() - last < UI_EVERY_S:
+                        continue
+                    last = time.monotonic()
+                    if u.kind != "done":
+                        yield view.history, None
+        except AssistantError as e:  # e.g. the message is too long
+            view.apply(VoiceUpdate("error", text=str(e)))
+        finally:
+            session.busy = False
+        # notices that arrived while the turn ran go after it
+        view.history.extend(session.pending)
+        session.pending.clear()
+        # without a stream encoder (no ffmpeg) the reply is spoken once, when it is complete
+        yield view.history, wav_bytes(b"".join(chunks), rate) if chunks else None

@@ -1,0 +1,151 @@
+"""The incremental sentence splitter: complete sentences as early as safe, never too early."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from assistant.sentences import (
+    MAX_CLAUSE_CHARS,
+    SentenceSplitter,
+    split_sentences,
+    strip_code_blocks,
+)
+
+
+def stream(text: str, step: int) -> tuple[list[str], list[str]]:
+    """Feed `text` in `step`-sized deltas; return (sentences from feed, from flush)."""
+    splitter = SentenceSplitter()
+    fed: list[str] = []
+    for i in range(0, len(text), step):
+        fed += splitter.feed(text[i : i + step])
+    return fed, splitter.flush()
+
+
+@pytest.mark.parametrize("step", [1, 2, 5, 17, 1000])
+def test_same_sentences_whatever_the_delta_size(step: int) -> None:
+    text = "Hello there. How are you today? I am fine! Thanks for asking."
+    fed, rest = stream(text, step)
+    assert [*fed, *rest] == [
+        "Hello there.",
+        "How are you today?",
+        "I am fine!",
+        "Thanks for asking.",
+    ]
+    # The last sentence has nothing after it, so only flush can know it is complete.
+    assert rest == ["Thanks for asking."]
+
+
+def test_a_sentence_is_released_once_the_next_has_begun() -> None:
+    splitter = SentenceSplitter()
+    assert splitter.feed("The answer is four.") == []
+    assert splitter.feed(" ") == []
+    assert splitter.feed("It is ") == ["The answer is four."]
+    assert splitter.flush() == ["It is"]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Use a fast model, e.g. the tiny one, for speech.",
+        "Dr. Smith will see you now.",
+        "Pi is roughly 3.14 and that is enough.",
+        "She moved to the U.S. Army base last year.",
+        "Mr. and Mrs. Jones arrived at 5 p.m. sharp.",
+        "Version 1.2.3 fixed it, i.e. the crash is gone.",
+    ],
+)
+def test_abbreviations_and_numbers_do_not_split(text: str) -> None:
+    for step in (1, 3, len(text)):
+        fed, rest = stream(text, step)
+        assert [*fed, *rest] == [text]
+
+
+def test_abbreviation_at_a_real_sentence_end_still_splits() -> None:
+    fed, rest = stream("I live in the U.S. It is big.", 1)
+    assert [*fed, *rest] == ["I live in the U.S.", "It is big."]
+
+
+def test_terminators_ellipsis_quotes_and_paragraphs() -> None:
+    text = 'Wait… What happened? He said "Stop." Then he left.\n\nNew paragraph here'
+    fed, rest = stream(text, 3)
+    assert [*fed, *rest] == [
+        "Wait…",
+        "What happened?",
+        'He said "Stop."',
+        "Then he left.",
+        "New paragraph here",
+    ]
+
+
+def test_ellipsis_before_lowercase_is_one_thought() -> None:
+    assert split_sentences("Well… maybe not today. Sure.") == ["Well… maybe not today.", "Sure."]
+
+
+def test_long_clause_is_cut_early_at_a_comma() -> None:
+    clause = ", ".join(f"item number {i} in a list that never ends" for i in range(20))
+    splitter = SentenceSplitter()
+    first: list[str] = []
+    for i, ch in enumerate(clause):
+        first = splitter.feed(ch)
+        if first:
+            break
+    # Speech can start long before the clause ends, and the cut falls after a comma.
+    assert first and i <= MAX_CLAUSE_CHARS + 1
+    assert first[0].endswith(",") and len(first[0]) <= MAX_CLAUSE_CHARS
+    pieces = first + splitter.feed(clause[i + 1 :]) + splitter.flush()
+    assert len(pieces) >= 4
+    assert all(len(p) <= MAX_CLAUSE_CHARS for p in pieces)
+    assert " ".join(pieces) == clause
+
+
+def test_one_enormous_token_is_hard_cut() -> None:
+    token = "x" * 1000
+    pieces = split_sentences(token)
+    assert "".join(pieces) == token
+    assert max(len(p) for p in pieces) <= MAX_CLAUSE_CHARS
+
+
+def test_code_blocks_are_never_spoken() -> None:
+    text = (
+        "Run this:\n```python\nprint('Hello. World.')\nx = 1. \n```\n"
+        "That prints a greeting. Done."
+    )
+    for step in (1, 2, 4, len(text)):
+        fed, rest = stream(text, step)
+        spoken = [*fed, *rest]
+        assert spoken == ["Run this:", "That prints a greeting.", "Done."], step
+        assert not any("print(" in s or "```" in s for s in spoken)
+
+
+def test_unclosed_code_block_drops_the_rest() -> None:
+    fed, rest = stream("Here it is.\n```bash\nrm -rf build. echo done.", 3)
+    assert [*fed, *rest] == ["Here it is."]
+
+
+def test_strip_code_blocks_keeps_prose_and_inline_code() -> None:
+    assert strip_code_blocks("a ```x``` b `c` d") == "a  b `c` d"
+
+
+def test_symbol_only_pieces_are_not_sentences() -> None:
+    assert split_sentences("---\n\n***\n\n") == []
+    assert split_sentences("") == []
+    fed, rest = stream("   \n  ", 1)
+    assert fed == [] and rest == []
+
+
+def test_flush_resets_for_the_next_reply() -> None:
+    splitter = SentenceSplitter()
+    splitter.feed("```\ncode")
+    assert splitter.flush() == []
+    assert splitter.feed("Fresh start. Next ") == ["Fresh start."]
+
+
+def test_feeding_a_long_reply_is_fast() -> None:
+    text = "This is a sentence with e.g. an abbreviation and 3.5 numbers. " * 100
+    start = time.perf_counter()
+    fed, rest = stream(text, 4)  # ~1,500 deltas, as a token stream would arrive
+    elapsed = time.perf_counter() - start
+    assert len(fed) + len(rest) == 100
+    assert elapsed < 2.0, f"{elapsed:.2f} s for {len(text)} chars"

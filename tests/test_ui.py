@@ -1,0 +1,203 @@
+"""The web app as a real process on a loopback port, driven through its named API endpoints."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+from gradio_client import Client, handle_file
+
+from assistant.server import is_loopback
+from tests.conftest import AUDIO
+from tests.simengine_proc import run_simengine
+
+REPO = Path(__file__).resolve().parent.parent
+START_TIMEOUT_S = 180.0
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def app_env(data_dir: Path, engine_url: str, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ASSISTANT_")}
+    env.update(ASSISTANT_DATA_DIR=str(data_dir), ASSISTANT_ENGINE_URL=engine_url, **extra)
+    env["PYTHONPATH"] = str(REPO)
+    return env
+
+
+@dataclass
+class App:
+    url: str
+    proc: subprocess.Popen
+    data_dir: Path
+    log: Path
+
+
+@contextlib.contextmanager
+def run_app(data_dir: Path, engine_url: str, *args: str, **env: str) -> Iterator[App]:
+    """`python app.py --port N` until the page answers; stopped by its PID (SIGTERM)."""
+    port = free_port()
+    log = data_dir / "app.log"
+    data_dir.mkdir(parents=True, exist_ok=True)
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, str(REPO / "app.py"), "--port", str(port), *args],
+            cwd=data_dir,
+            env=app_env(data_dir, engine_url, **env),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    app = App(f"http://127.0.0.1:{port}/", proc, data_dir, log)
+    try:
+        _wait_until_up(app)
+        yield app
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=5)
+
+
+def _wait_until_up(app: App) -> None:
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if app.proc.poll() is not None:
+            raise RuntimeError(f"the app exited ({app.proc.returncode}): {app.log.read_text()}")
+        with contextlib.suppress(httpx.HTTPError):
+            if httpx.get(app.url, timeout=2).status_code == 200:
+                return
+        time.sleep(0.5)
+    raise RuntimeError(f"the app did not come up: {app.log.read_text()[-3000:]}")
+
+
+@pytest.fixture(scope="module")
+def sim() -> Iterator[str]:
+    with run_simengine("--token-ms", "2") as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def app(sim: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[App]:
+    with run_app(tmp_path_factory.mktemp("app"), sim) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def client(app: App) -> Client:
+    return Client(app.url, verbose=False)
+
+
+def test_page_is_served_with_the_pid_file(app):
+    page = httpx.get(app.url, timeout=10)
+    assert page.status_code == 200 and "<html" in page.text.lower()
+    assert (app.data_dir / "serve.pid").read_text().strip() == str(app.proc.pid)
+
+
+def test_only_the_named_endpoints_are_public(client):
+    names = set(client.view_api(print_info=False, return_format="dict")["named_endpoints"])
+    assert names == {"/chat", "/delegate", "/jobs", "/transcribe"}
+
+
+def test_chat_returns_the_reply_with_lane_reason_and_timings(client):
+    reply = client.predict("hello there", api_name="/chat")
+    assert reply["reply"].startswith("You said: hello there")
+    assert reply["lane"] == "chat" and reply["reason"]
+    assert {"route", "ttft", "llm_total", "total"} <= set(reply["timings_ms"])
+    assert reply["error"] is None and reply["conversation_id"]
+    again = client.predict(
+        "and again", reply["conversation_id"], api_name="/chat"
+    )  # the same conversation continues
+    assert again["conversation_id"] == reply["conversation_id"]
+
+
+def test_empty_chat_is_a_clear_error(client):
+    with pytest.raises(Exception, match="empty"):
+        client.predict("   ", api_name="/chat")
+
+
+def test_delegate_queues_a_job_the_app_runs(client):
+    job = client.predict("summarize the history of tea", "key-1", api_name="/delegate")
+    assert job["state"] in ("queued", "running") and job["owner"] == "local"
+    twice = client.predict("summarize the history of tea", "key-1", api_name="/delegate")
+    assert twice["id"] == job["id"], "the same key gives the same job"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        listed = {j["id"]: j for j in client.predict(api_name="/jobs")}
+        if listed[job["id"]]["state"] not in ("queued", "running"):
+            break
+        time.sleep(0.5)
+    # the job worker runs inside the app: the job finished with no other process
+    done = listed[job["id"]]
+    assert done["state"] == "done", done
+    assert "summarize the history of tea" in done["result"]
+    assert "reasoning" not in done
+
+
+def test_transcribe_real_speech(client):
+    out = client.predict(handle_file(str(AUDIO / "jfk.flac")), api_name="/transcribe")
+    assert "fellow americans" in out["text"].lower()
+    assert out["language"] == "en" and out["duration_s"] == pytest.approx(11.0, abs=0.2)
+
+
+def test_transcribe_rejects_non_audio(client, tmp_path):
+    bogus = tmp_path / "notes.wav"
+    bogus.write_bytes(b"not audio at all" * 20)
+    with pytest.raises(Exception, match="not an audio file"):
+        client.predict(handle_file(str(bogus)), api_name="/transcribe")
+
+
+def test_stopping_removes_the_pid_file(sim, tmp_path):
+    with run_app(tmp_path / "app", sim) as running:
+        pidfile = running.data_dir / "serve.pid"
+        assert pidfile.exists()
+        running.proc.send_signal(signal.SIGTERM)
+        assert running.proc.wait(timeout=30) == 0
+    assert not pidfile.exists()
+
+
+def test_login_makes_the_user_the_owner(sim, tmp_path):
+    with run_app(tmp_path / "app", sim, ASSISTANT_AUTH="ann:secret-pw") as running:
+        with pytest.raises(Exception):  # noqa: B017 - any refusal will do
+            Client(running.url, verbose=False)
+        ann = Client(running.url, auth=("ann", "secret-pw"), verbose=False)
+        job = ann.predict("a task for ann", api_name="/delegate")
+        assert job["owner"] == "ann"
+        assert [j["id"] for j in ann.predict(api_name="/jobs")] == [job["id"]]
+
+
+def test_non_loopback_host_without_login_is_refused(sim, tmp_path):
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "app.py"), "--host", "0.0.0.0", "--port", str(free_port())],
+        env=app_env(tmp_path, sim),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 2
+    assert "ASSISTANT_AUTH" in proc.stderr
+    assert not (tmp_path / "serve.pid").exists()
+
+
+@pytest.mark.parametrize(
+    ("host", "loopback"),
+    [("127.0.0.1", True), ("localhost", True), ("::1", True), ("[::1]", True),
+     ("127.0.0.2", True), ("0.0.0.0", False), ("192.168.1.5", False), ("example.org", False)],
+)  # fmt: skip
+def test_is_loopback(host, loopback):
+    assert is_loopback(host) is loopback

@@ -1,0 +1,149 @@
+"""The voice turn with the real Whisper and Piper models and the simulated engine over HTTP."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import re
+import time
+from collections.abc import Iterator
+
+import httpx
+import numpy as np
+import pytest
+
+from assistant.audio import wav_bytes
+from assistant.records import TIMING_KEYS
+from assistant.runtime import Runtime
+from assistant.settings import Settings
+from assistant.voice import NOT_CAUGHT, VoiceUpdate, voice_turn
+from tests.conftest import AUDIO, sim_settings
+from tests.simengine_proc import root_url, run_simengine, sim_requests, sim_reset
+
+JFK = AUDIO / "jfk.flac"
+
+
+@pytest.fixture(scope="module")
+def voice_sim() -> Iterator[str]:
+    """A reply of many sentences, slow enough that speech can start before it ends."""
+    with run_simengine("--token-ms", "25", "--answer-words", "160") as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def speech(tmp_path_factory: pytest.TempPathFactory) -> tuple[object, object]:
+    from assistant.stt import load_stt
+    from assistant.tts import load_tts
+
+    s = Settings(data_dir=tmp_path_factory.mktemp("speech"))
+    return load_stt(s), load_tts(s)
+
+
+@pytest.fixture
+def rt(voice_sim: str, settings: Settings) -> Iterator[Runtime]:
+    # thinking on, so the reply comes with reasoning that must be shown but never spoken
+    with Runtime(sim_settings(settings, voice_sim, thinking=True)) as runtime:
+        yield runtime
+
+
+async def _collect(gen: object) -> list[VoiceUpdate]:
+    async with contextlib.aclosing(gen) as updates:  # type: ignore[type-var]
+        return [u async for u in updates]
+
+
+async def test_jfk_is_heard_answered_and_spoken_early(rt, speech, voice_sim):
+    stt, tts = speech
+    cid = rt.store.new_conversation("local")
+    seen: list[tuple[float, VoiceUpdate]] = []
+    turn = voice_turn(rt, stt, tts, JFK, owner="local", conversation_id=cid, speak=True)
+    async with contextlib.aclosing(turn) as updates:
+        async for u in updates:
+            seen.append((time.monotonic(), u))
+    kinds = [u.kind for _, u in seen]
+    transcript = next(u for _, u in seen if u.kind == "transcript").text
+    assert "fellow americans" in transcript.lower() and "country" in transcript.lower()
+    assert kinds[-1] == "done"
+    result = seen[-1][1].result
+    assert result is not None and result.reply.startswith("You said") and not result.error
+    audio = [u.audio for _, u in seen if u.kind == "audio"]
+    assert len(audio) >= 3, "one chunk per sentence of a many-sentence reply"
+    assert all(a is not None and a.sample_rate > 8000 and len(a.samples) > 1000 for a in audio)
+    # pipelined: the first sentence is heard while the engine is still generating the rest
+    first_audio = kinds.index("audio")
+    last_content = len(kinds) - 1 - kinds[::-1].index("content")
+    assert first_audio < last_content
+    # reasoning is shown (streamed) but never spoken
+    assert "reasoning" in kinds and "carefully" in result.reasoning
+    spoken = " ".join(a.text for a in audio)
+    assert "carefully" not in spoken and "You said" in spoken
+    timings = result.timings.as_dict()
+    assert set(TIMING_KEYS) <= set(timings), f"missing: {set(TIMING_KEYS) - set(timings)}"
+    assert timings["first_audio"] < timings["total"]
+    assert timings["first_sentence"] <= timings["first_audio"]
+    # the stored record has the speech timings that ended after the reply was stored
+    stored = rt.store.recent_timings()[0]
+    assert stored["source"] == "voice"
+    assert stored["timings"]["tts_total"] == pytest.approx(timings["tts_total"], abs=0.2)
+    assert stored["timings"]["total"] == pytest.approx(timings["total"], abs=0.2)
+
+
+async def test_silence_is_not_sent_to_the_engine(rt, speech, voice_sim):
+    stt, tts = speech
+    sim_reset(voice_sim)
+    silence = wav_bytes(np.zeros(16000 * 2, dtype=np.int16), 16000)
+    updates = await _collect(voice_turn(rt, stt, tts, silence, speak=True))
+    assert updates[0].kind == "transcript" and updates[0].text == ""
+    assert updates[-1].kind == "done" and updates[-1].text == NOT_CAUGHT
+    assert any(u.kind == "audio" for u in updates), "the short answer is spoken"
+    assert updates[-1].result.timings.stt is not None
+    assert sim_requests(voice_sim) == []
+
+
+@pytest.mark.parametrize("data", [b"", b"this is not audio at all" * 10])
+async def test_bad_audio_is_a_clear_message(rt, speech, data):
+    stt, tts = speech
+    updates = await _collect(voice_turn(rt, stt, tts, data, speak=True))
+    assert [u.kind for u in updates] == ["error"]
+    assert re.search(r"empty|not an audio file", updates[0].text)
+
+
+async def test_barge_in_cancels_generation_and_speech(speech, settings):
+    stt, tts = speech
+    # a reply that would take 30 s: the test only passes if cancelling really stops it
+    with run_simengine("--token-ms", "60", "--answer-words", "500") as url:
+        with Runtime(sim_settings(settings, url)) as rt:
+            before = asyncio.all_tasks()
+            got: list[VoiceUpdate] = []
+            first_audio = asyncio.Event()
+
+            async def consume() -> None:
+                turn = voice_turn(rt, stt, tts, JFK, speak=True)
+                async with contextlib.aclosing(turn) as updates:
+                    async for u in updates:
+                        got.append(u)
+                        if u.kind == "audio":
+                            first_audio.set()
+
+            consumer = asyncio.create_task(consume())
+            await asyncio.wait_for(first_audio.wait(), 60)
+            assert await _running(url) == 1
+            consumer.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await consumer
+            assert not any(u.kind == "done" for u in got)
+            # the engine sees the client go away and frees the slot
+            deadline = time.monotonic() + 5
+            while await _running(url) and time.monotonic() < deadline:
+                await asyncio.sleep(0.1)
+            assert await _running(url) == 0
+            left = {t for t in asyncio.all_tasks() - before if not t.done()}
+            left.discard(asyncio.current_task())
+            assert not left, f"tasks still running: {left}"
+
+
+async def _running(url: str) -> int:
+    async with httpx.AsyncClient() as client:
+        text = (await client.get(root_url(url) + "/metrics")).text
+    match = re.search(r"^vllm:num_requests_running\{[^}]*\} ([0-9.]+)$", text, re.M)
+    assert match, text
+    return int(float(match.group(1)))
