@@ -18,19 +18,19 @@ MIN_CLAUSE_CHARS = 40
 """Never cut a long clause before this many characters: short fragments sound choppy."""
 
 _FENCE = "```"
-_CLOSERS = "\"'”’)]"
+_CLOSERS = "\"'\u201d\u2019)]"  # straight and curly closing quotes, brackets
 
 # A boundary is only *possible* here; pysbd then decides (abbreviations, decimals, initials).
 # After "." the whole next word must have arrived: "the U.S. A" may still become "U.S. Army".
 _BOUNDARY = re.compile(
-    r"""[!?…]+[\"'”’)\]]*\s+(?=\S)
-      | \.[\"'”’)\]]*\s+(?=\S+\s)
+    r"""[!?…]+[\"'\u201d\u2019)\]]*\s+(?=\S)
+      | \.[\"'\u201d\u2019)\]]*\s+(?=\S+\s)
       | \n\s*(?=\S)""",
     re.X,
 )
-_CLAUSE_CUT = re.compile(r"[,;:—–]\s+|\s+-\s+")
+_CLAUSE_CUT = re.compile(r"[,;:\u2014\u2013]\s+|\s+-\s+")  # comma-like marks, dashes
 _SPEAKABLE = re.compile(r"\w")
-_ELLIPSIS = re.compile(r"…(?=(\s+[\"'“‘(\[]*[A-Z])?)")
+_ELLIPSIS = re.compile(r"…(?=(\s+[\"'\u201c\u2018(\[]*[A-Z])?)")
 
 
 @lru_cache(maxsize=1)

@@ -113,7 +113,7 @@ class Slots:
                 fut.set_result(None)
 
 
-@dataclass
+@dataclass(eq=False)  # identity hashing: kept in a set while running
 class Seq:
     """A request holding a slot: what KV usage and interruption need to know."""
 
@@ -184,13 +184,25 @@ class SimEngine:
     def plan(self, body: dict[str, Any], fault: str, prompt: int) -> dict[str, Any]:
         """Decide all output up front: reasoning words, content words, tool call, finish."""
         cfg, messages = self.cfg, body["messages"]
-        user = next((text_of(m.get("content")) for m in reversed(messages) if m.get("role") == "user"), "")
+        user = next(
+            (text_of(m.get("content")) for m in reversed(messages) if m.get("role") == "user"), ""
+        )
         kwargs = body.get("chat_template_kwargs") or {}
         effort = body.get("reasoning_effort")
-        thinking = bool(kwargs["enable_thinking"]) if "enable_thinking" in kwargs else effort in cfg.thinking_efforts
-        budget = body.get("max_completion_tokens") or body.get("max_tokens") or cfg.max_model_len - prompt
+        thinking = (
+            bool(kwargs["enable_thinking"])
+            if "enable_thinking" in kwargs
+            else effort in cfg.thinking_efforts
+        )
+        budget = (
+            body.get("max_completion_tokens")
+            or body.get("max_tokens")
+            or cfg.max_model_len - prompt
+        )
         budget = max(1, min(int(budget), cfg.max_model_len - prompt))
-        exhaust = fault == "reasoning_only" or (fault == "reasoning_only_when_thinking" and thinking)
+        exhaust = fault == "reasoning_only" or (
+            fault == "reasoning_only_when_thinking" and thinking
+        )
         n_reason = budget if exhaust else (cfg.reasoning_tokens if thinking else 0)
         base = REASONING.split()
         reason = (base * (n_reason // len(base) + 1))[:n_reason]
@@ -229,11 +241,15 @@ class SimEngine:
         prompt = sum(words(text_of(m.get("content"))) + 4 for m in body["messages"])
         budget = body.get("max_completion_tokens") or body.get("max_tokens") or 0
         if not isinstance(priority, int) or not isinstance(budget, int):
-            return await error(400, "'priority' and 'max_tokens' must be integers.")(scope, receive, send)
+            return await error(400, "'priority' and 'max_tokens' must be integers.")(
+                scope, receive, send
+            )
         if priority != 0 and self.cfg.kind == "vllm" and not self.cfg.priority_policy:
             return await error(400, PRIORITY_MSG.format(p=priority))(scope, receive, send)
         if prompt + budget > self.cfg.max_model_len:
-            msg = CONTEXT_MSG.format(n=self.cfg.max_model_len, r=prompt + budget, p=prompt, c=budget)
+            msg = CONTEXT_MSG.format(
+                n=self.cfg.max_model_len, r=prompt + budget, p=prompt, c=budget
+            )
             return await error(400, msg)(scope, receive, send)
         status = self._failure(spec, name, arg)
         if status:
@@ -297,10 +313,14 @@ class SimEngine:
         try:
             hit = self.prefix_lookup(messages, prompt)
             self.counters["prompt"] += prompt
-            await self._sleep(seq, (cfg.prefill_ms + cfg.prefill_ms_per_token * (prompt - hit)) / 1000)
+            await self._sleep(
+                seq, (cfg.prefill_ms + cfg.prefill_ms_per_token * (prompt - hit)) / 1000
+            )
             if sse:
                 await sse.chunk({"role": "assistant", "content": ""})
-            tokens = [(cfg.reasoning_field, w) for w in plan["reason"]] + [("content", w) for w in plan["content"]]
+            tokens = [(cfg.reasoning_field, w) for w in plan["reason"]] + [
+                ("content", w) for w in plan["content"]
+            ]
             if plan["tool"]:
                 tokens += [("tool", "")] * 8  # a tool call costs a few tokens
             out: dict[str, list[str]] = {cfg.reasoning_field: [], "content": []}
@@ -325,7 +345,10 @@ class SimEngine:
             reply = "".join(out["content"])
             self.prefix_store([*messages, {"role": "assistant", "content": reply}])
             usage = {"prompt_tokens": prompt, "completion_tokens": len(tokens)}
-            usage |= {"total_tokens": prompt + len(tokens), "prompt_tokens_details": {"cached_tokens": hit}}
+            usage |= {
+                "total_tokens": prompt + len(tokens),
+                "prompt_tokens_details": {"cached_tokens": hit},
+            }
             call = None
             if plan["tool"]:
                 fn = {"name": plan["tool"][0], "arguments": plan["tool"][1]}
@@ -338,11 +361,26 @@ class SimEngine:
                     await sse.send({"choices": [], "usage": usage})
                 await sse.done()
             else:
-                message: dict[str, Any] = {"role": "assistant", "content": reply if not call else None}
+                message: dict[str, Any] = {
+                    "role": "assistant",
+                    "content": reply if not call else None,
+                }
                 message[cfg.reasoning_field] = "".join(out[cfg.reasoning_field]) or None
-                message["tool_calls"] = [{k: v for k, v in call.items() if k != "index"}] if call else []
-                choice = {"index": 0, "message": message, "logprobs": None, "finish_reason": plan["finish"]}
-                obj = {"id": rid, "object": "chat.completion", "created": created, "model": cfg.model}
+                message["tool_calls"] = (
+                    [{k: v for k, v in call.items() if k != "index"}] if call else []
+                )
+                choice = {
+                    "index": 0,
+                    "message": message,
+                    "logprobs": None,
+                    "finish_reason": plan["finish"],
+                }
+                obj = {
+                    "id": rid,
+                    "object": "chat.completion",
+                    "created": created,
+                    "model": cfg.model,
+                }
                 data = json.dumps(obj | {"choices": [choice], "usage": usage}).encode()
                 await send({"type": "http.response.start", "status": 200, "headers": JSON_HEADERS})
                 await send({"type": "http.response.body", "body": data, "more_body": False})
@@ -383,7 +421,10 @@ class SSE:
     """OpenAI chat.completion.chunk framing over raw ASGI sends."""
 
     def __init__(self, send: Send, rid: str, created: int, model: str) -> None:
-        self._send, self.base = send, {"id": rid, "object": "chat.completion.chunk", "created": created, "model": model}
+        self._send, self.base = (
+            send,
+            {"id": rid, "object": "chat.completion.chunk", "created": created, "model": model},
+        )
 
     async def start(self) -> None:
         headers = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")]
@@ -394,10 +435,14 @@ class SSE:
         await self._send({"type": "http.response.body", "body": data, "more_body": True})
 
     async def chunk(self, delta: dict[str, Any], finish: str | None = None) -> None:
-        await self.send({"choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]})
+        await self.send(
+            {"choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]}
+        )
 
     async def done(self) -> None:
-        await self._send({"type": "http.response.body", "body": b"data: [DONE]\n\n", "more_body": False})
+        await self._send(
+            {"type": "http.response.body", "body": b"data: [DONE]\n\n", "more_body": False}
+        )
 
 
 async def watch_disconnect(receive: Receive, work: asyncio.Task[None], left: asyncio.Event) -> None:
@@ -430,7 +475,9 @@ def build_app(config: SimConfig | None = None) -> Starlette:
 
     async def models(_: Request) -> Response:
         card = {"id": cfg.model, "object": "model", "created": 0, "owned_by": "simengine"}
-        return JSONResponse({"object": "list", "data": [card | {"max_model_len": cfg.max_model_len}]})
+        return JSONResponse(
+            {"object": "list", "data": [card | {"max_model_len": cfg.max_model_len}]}
+        )
 
     async def health(_: Request) -> Response:
         return Response(status_code=200)
@@ -483,7 +530,9 @@ class _QuietCuts(logging.Filter):
 
 
 def parse_args(argv: list[str] | None = None) -> tuple[argparse.Namespace, SimConfig]:
-    p = argparse.ArgumentParser(prog="python -m assistant.simengine", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(
+        prog="python -m assistant.simengine", description=__doc__.split("\n")[0]
+    )
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8000, help="0 picks a free port")
     p.add_argument("--log-level", default="warning")
@@ -501,23 +550,22 @@ def parse_args(argv: list[str] | None = None) -> tuple[argparse.Namespace, SimCo
     return args, SimConfig(**values)
 
 
+class _Server(uvicorn.Server):
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets=sockets)
+        if self.started and sockets:  # the test fixture waits for this exact line
+            print(f"READY port={sockets[0].getsockname()[1]}", flush=True)
+
+
 async def serve(args: argparse.Namespace, config: SimConfig) -> None:
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((args.host, args.port))
-    # A short graceful timeout: stalled streams would otherwise hold SIGTERM for an hour.
-    uconf = uvicorn.Config(build_app(config), log_level=args.log_level, timeout_graceful_shutdown=1)
-    server = uvicorn.Server(uconf)
     logging.getLogger("uvicorn.error").addFilter(_QuietCuts())
-
-    async def announce() -> None:
-        while not server.started:
-            await asyncio.sleep(0.01)
-        print(f"READY port={sock.getsockname()[1]}", flush=True)
-
-    task = asyncio.create_task(announce())
-    await server.serve(sockets=[sock])
-    task.cancel()
+    # A short graceful timeout: stalled streams would otherwise hold SIGTERM for an hour.
+    app = build_app(config)
+    uconf = uvicorn.Config(app, log_level=args.log_level, timeout_graceful_shutdown=1)
+    await _Server(uconf).serve(sockets=[sock])
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -19,8 +19,16 @@ from typing import Any
 from assistant.records import Job, Timings, TurnResult
 
 
+def _script(db: sqlite3.Connection, sql: str) -> None:
+    """Run several statements inside the caller's transaction (executescript would commit)."""
+    for statement in sql.split(";"):
+        if statement.strip():
+            db.execute(statement)
+
+
 def _m1_core(db: sqlite3.Connection) -> None:
-    db.executescript(
+    _script(
+        db,
         """
         CREATE TABLE conversations (
             id TEXT PRIMARY KEY,
@@ -47,12 +55,13 @@ def _m1_core(db: sqlite3.Connection) -> None:
             job_id TEXT
         );
         CREATE INDEX turns_by_conversation ON turns(conversation_id, id);
-        """
+        """,
     )
 
 
 def _m2_jobs(db: sqlite3.Connection) -> None:
-    db.executescript(
+    _script(
+        db,
         """
         CREATE TABLE jobs (
             id TEXT PRIMARY KEY,
@@ -77,7 +86,7 @@ def _m2_jobs(db: sqlite3.Connection) -> None:
             UNIQUE (owner, idempotency_key)
         );
         CREATE INDEX jobs_by_state ON jobs(state, created_at);
-        """
+        """,
     )
 
 
@@ -275,7 +284,9 @@ class Store:
                 "attempts=attempts+1, updated_at=? WHERE id=?",
                 (worker, now + lease_s, now, row["id"]),
             )
-            return _job_from_row(db.execute("SELECT * FROM jobs WHERE id=?", (row["id"],)).fetchone())
+            return _job_from_row(
+                db.execute("SELECT * FROM jobs WHERE id=?", (row["id"],)).fetchone()
+            )
 
     def heartbeat(self, job_id: str, worker: str, lease_s: float, **progress: Any) -> bool:
         """Extend the lease and save progress. False: the job is no longer ours (e.g. cancelled)."""
@@ -307,8 +318,7 @@ class Store:
         with self.tx() as db:
             cur = db.execute(
                 "UPDATE jobs SET state='cancelled', updated_at=?, lease_owner=NULL "
-                "WHERE id=? AND state IN ('queued','running')"
-                + (" AND owner=?" if owner else ""),
+                "WHERE id=? AND state IN ('queued','running')" + (" AND owner=?" if owner else ""),
                 (time.time(), job_id, owner) if owner else (time.time(), job_id),
             )
             return cur.rowcount == 1

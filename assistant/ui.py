@@ -51,9 +51,9 @@ class EngineStatus:
                 "Chat fails until it is back; this page keeps checking."
             )
         if self.rt.notice:
-            lines.append(f"ℹ️ {self.rt.notice}")
+            lines.append(f"Note: {self.rt.notice}")
         if shutil.which("ffmpeg") is None:
-            lines.append("ℹ️ ffmpeg is not installed: replies are spoken when they are complete.")
+            lines.append("Note: ffmpeg is not installed, so replies are spoken once complete.")
         return "\n\n".join(lines)
 
 
@@ -101,7 +101,10 @@ def build_ui(rt: Runtime) -> gr.Blocks:
                 panel = build_jobs_panel()
         add_api(rt, speech)
 
-        chat_io = {"inputs": [text, chatbot, session, speak], "outputs": [chatbot, text, reply_audio]}
+        chat_io = {
+            "inputs": [text, chatbot, session, speak],
+            "outputs": [chatbot, text, reply_audio],
+        }
         replies = [
             send.click(turns.chat, **chat_io, **private),
             text.submit(turns.chat, **chat_io, **private),

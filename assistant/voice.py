@@ -88,8 +88,9 @@ async def voice_turn(
     yield VoiceUpdate("transcript", text=transcript.text, transcript=transcript)
     if not transcript.text.strip():
         # silence or noise: answer without calling the engine at all
-        async with contextlib.aclosing(_say(tts if speak else None, NOT_CAUGHT, timings, start)) as said:
-            async for update in said:
+        said = _say(tts if speak else None, NOT_CAUGHT, timings, start)
+        async with contextlib.aclosing(said) as updates:
+            async for update in updates:
                 yield update
         timings.total = now_ms() - start
         result = TurnResult(NOT_CAUGHT, "chat", "no speech heard", None, timings)
@@ -259,6 +260,7 @@ def _save_timings(store: Store, conversation_id: str, timings: Timings) -> None:
     """
     with store.tx() as db:
         db.execute(
-            "UPDATE turns SET timings=? WHERE id=(SELECT MAX(id) FROM turns WHERE conversation_id=?)",
+            "UPDATE turns SET timings=? "
+            "WHERE id=(SELECT MAX(id) FROM turns WHERE conversation_id=?)",
             (json.dumps(timings.as_dict()), conversation_id),
         )

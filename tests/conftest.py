@@ -24,8 +24,8 @@ if not AUDIO.is_dir():
 
 @pytest.fixture(scope="session")
 def sim_url() -> Iterator[str]:
-    """A vLLM-like simulated engine with four slots and fast tokens."""
-    with run_simengine("--slots", "4", "--token-ms", "2") as url:
+    """A vLLM-like simulated engine (priority scheduling on) with four slots, fast tokens."""
+    with run_simengine("--slots", "4", "--token-ms", "2", "--priority-policy") as url:
         yield url
 
 

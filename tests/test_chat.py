@@ -55,7 +55,7 @@ async def test_turn_streams_and_is_stored_with_its_latency_record(sim_url, setti
 
 
 async def test_history_is_append_only_and_bounded(sim_url, settings):
-    s = sim_settings(settings, sim_url, history_tokens=200)
+    s = sim_settings(settings, sim_url, history_tokens=400)
     chat = _service(s, sim_engine(sim_url))
     cid = chat.store.new_conversation("ann")
     for i in range(6):

@@ -16,7 +16,7 @@ import openai
 import pytest
 from openai import AsyncOpenAI
 from prometheus_client.parser import text_string_to_metric_families
-from simengine_proc import root_url, run_simengine, sim_config, sim_requests, sim_reset
+from tests.simengine_proc import root_url, run_simengine, sim_config, sim_requests, sim_reset
 
 from assistant.simengine import PRIORITY_MSG, REPLY
 
@@ -72,7 +72,14 @@ def joined(chunks: list[dict[str, Any]], field: str) -> str:
 
 
 def finish(chunks: list[dict[str, Any]]) -> str | None:
-    return next((c["choices"][0]["finish_reason"] for c in chunks if c["choices"] and c["choices"][0]["finish_reason"]), None)
+    return next(
+        (
+            c["choices"][0]["finish_reason"]
+            for c in chunks
+            if c["choices"] and c["choices"][0]["finish_reason"]
+        ),
+        None,
+    )
 
 
 async def test_models_and_health(sim: str) -> None:
@@ -178,10 +185,27 @@ async def test_priority_rejected_without_policy(client: AsyncOpenAI) -> None:
     assert ok.choices[0].message.content == EXPECTED
 
 
+async def wait_metrics(url: str, running: int, waiting: int) -> dict[str, float]:
+    """Poll /metrics until the engine holds this many requests (they need a moment to arrive)."""
+    values: dict[str, float] = {}
+    async with httpx.AsyncClient() as http:
+        for _ in range(150):
+            values = parse_metrics((await http.get(root_url(url) + "/metrics")).text)
+            if (values["vllm:num_requests_running"], values["vllm:num_requests_waiting"]) == (
+                running,
+                waiting,
+            ):
+                break
+            await asyncio.sleep(0.02)
+    return values
+
+
 async def test_priority_policy_serves_lower_first() -> None:
-    with run_simengine("--slots", "1", "--token-ms", "20", "--priority-policy") as url:
-        blocker = asyncio.create_task(raw_stream(url, {"max_tokens": 10}))
-        await asyncio.sleep(0.1)  # the blocker holds the only slot
+    with run_simengine(
+        "--slots", "1", "--token-ms", "20", "--answer-words", "60", "--priority-policy"
+    ) as url:
+        blocker = asyncio.create_task(raw_stream(url, {"max_tokens": 50}))
+        await wait_metrics(url, 1, 0)  # the blocker holds the only slot
         done_order: list[str] = []
 
         async def run(name: str, priority: int) -> None:
@@ -189,21 +213,20 @@ async def test_priority_policy_serves_lower_first() -> None:
             done_order.append(name)
 
         deep = asyncio.create_task(run("deep", 10))
-        await asyncio.sleep(0.05)
+        await wait_metrics(url, 1, 1)
         chat = asyncio.create_task(run("chat", 0))
+        await wait_metrics(url, 1, 2)
         await asyncio.gather(blocker, deep, chat)
     assert done_order == ["chat", "deep"]
 
 
 async def test_fifo_without_policy_and_queue_metrics() -> None:
-    with run_simengine("--slots", "1", "--token-ms", "20") as url:
-        first = asyncio.create_task(raw_stream(url, {"max_tokens": 10}))
-        await asyncio.sleep(0.1)
+    with run_simengine("--slots", "1", "--token-ms", "20", "--answer-words", "60") as url:
+        first = asyncio.create_task(raw_stream(url, {"max_tokens": 50}))
+        await wait_metrics(url, 1, 0)
         second = asyncio.create_task(raw_stream(url, {"max_tokens": 2}))
-        await asyncio.sleep(0.1)
-        metrics = httpx.get(root_url(url) + "/metrics").text
+        values = await wait_metrics(url, 1, 1)
         await asyncio.gather(first, second)
-    values = parse_metrics(metrics)
     assert values["vllm:num_requests_running"] == 1
     assert values["vllm:num_requests_waiting"] == 1
     assert 0 < values["vllm:kv_cache_usage_perc"] <= 1
@@ -279,7 +302,11 @@ async def test_stall_with_openai_timeout(client: AsyncOpenAI) -> None:
 async def test_tool_call_delegate(sim: str, client: AsyncOpenAI) -> None:
     msgs = [{"role": "user", "content": "SIMDELEGATE prove the lemma"}]
     chunks, done = await raw_stream(sim, {"messages": msgs, "tools": [DELEGATE_TOOL]})
-    calls = [c["choices"][0]["delta"]["tool_calls"] for c in chunks if c["choices"] and c["choices"][0]["delta"].get("tool_calls")]
+    calls = [
+        c["choices"][0]["delta"]["tool_calls"]
+        for c in chunks
+        if c["choices"] and c["choices"][0]["delta"].get("tool_calls")
+    ]
     assert done and finish(chunks) == "tool_calls"
     assert calls[0][0]["function"]["name"] == "delegate"
     assert json.loads(calls[0][0]["function"]["arguments"]) == {"task": "prove the lemma"}
@@ -316,7 +343,8 @@ async def test_prefix_cache_metrics_and_prefill_delay() -> None:
         start = time.monotonic()
         await raw_stream(url, {"messages": turn2, "stream_options": {"include_usage": True}})
         t2 = time.monotonic() - start
-        values = parse_metrics(httpx.get(root_url(url) + "/metrics").text)
+        async with httpx.AsyncClient() as http:
+            values = parse_metrics((await http.get(root_url(url) + "/metrics")).text)
     assert t1 > 1.0  # ~210 uncached prompt tokens at 5 ms each
     assert t2 < t1 / 2  # only the new user message is prefilled
     assert values["vllm:prefix_cache_queries_total"] > values["vllm:prefix_cache_hits_total"] > 200
@@ -367,7 +395,10 @@ def test_sigterm_stops_promptly_with_a_stalled_stream() -> None:
         assert line.startswith("READY port=")
         url = f"http://127.0.0.1:{int(line.split('=')[1])}/v1"
         body = {"model": "m", "messages": MSG, "stream": True, "sim_fault": "stall"}
-        with httpx.Client(timeout=5) as http, http.stream("POST", url + "/chat/completions", json=body) as r:
+        with (
+            httpx.Client(timeout=5) as http,
+            http.stream("POST", url + "/chat/completions", json=body) as r,
+        ):
             assert r.status_code == 200
             proc.send_signal(signal.SIGTERM)
             start = time.monotonic()
