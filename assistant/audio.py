@@ -112,7 +112,7 @@ def _decode(container: av.container.InputContainer, max_seconds: float) -> np.nd
                 raise BadInput(_too_long(total / SAMPLE_RATE, max_seconds))
         for out in resampler.resample(None):
             parts.append(out.to_ndarray().reshape(-1))
-    except av.FFmpegError as e:
+    except (av.FFmpegError, ValueError, RuntimeError, OSError) as e:
         raise BadInput(f"the audio is corrupt or truncated ({_reason(e)})") from e
     audio = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int16)
     if audio.size == 0:

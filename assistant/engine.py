@@ -238,7 +238,8 @@ class Engine:
                     **params,
                 )
             except openai.APIStatusError as e:
-                if self.priority_ok and _priority_rejected(e):
+                if "priority" in params.get("extra_body", {}) and _priority_rejected(e):
+                    # concurrent requests may all be rejected before the first one returns
                     self.priority_ok = False
                     self._warn_once(
                         "the engine rejected request priority (start vLLM with "

@@ -98,7 +98,7 @@ def serve(settings: Settings, host: str = "127.0.0.1", port: int = 7860) -> int:
     rt = Runtime(settings)
     pidfile = settings.data_dir / "serve.pid"
     demo = None
-    stop = threading.Event()
+    stop = _stop_on_signals()
     try:
         pidfile.write_text(str(os.getpid()))
         if rt.notice:
@@ -127,7 +127,8 @@ def serve(settings: Settings, host: str = "127.0.0.1", port: int = 7860) -> int:
             # would then hold the shutdown (and the job worker's clean stop) hostage
             demo.server.config.timeout_graceful_shutdown = SHUTDOWN_GRACE_S
         print(f"serving on http://{host}:{port}", file=sys.stderr, flush=True)
-        _wait_for_signal(stop)
+        while not stop.wait(0.5):
+            pass
         return 0
     finally:
         if demo is not None:
@@ -138,9 +139,11 @@ def serve(settings: Settings, host: str = "127.0.0.1", port: int = 7860) -> int:
                 pidfile.unlink()
 
 
-def _wait_for_signal(stop: threading.Event) -> None:
+def _stop_on_signals() -> threading.Event:
+    """An event set by SIGINT/SIGTERM, installed before anything answers requests so a stop
+    signal always ends in the cleanup (worker cancelled, pid file removed)."""
+    stop = threading.Event()
     if threading.current_thread() is threading.main_thread():
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, lambda *_: stop.set())
-    while not stop.wait(0.5):
-        pass
+    return stop

@@ -27,8 +27,8 @@ import json
 import logging
 import socket
 import time
-from collections import OrderedDict
-from dataclasses import asdict, dataclass, field, fields
+from collections import OrderedDict, deque
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import uvicorn
@@ -49,7 +49,7 @@ CONTEXT_MSG = (
     "({p} in the messages, {c} in the completion). "
     "Please reduce the length of the messages or completion."
 )
-JSON_HEADERS = [(b"content-type", b"application/json")]
+JSON = [(b"content-type", b"application/json")]
 
 
 @dataclass
@@ -135,12 +135,6 @@ def text_of(content: Any) -> str:
     return content if isinstance(content, str) else ""
 
 
-def parse_fault(spec: str) -> tuple[str, str, str]:
-    name, _, rest = (spec or "").strip().partition(":")
-    arg, _, tag = rest.partition(":")
-    return name.lower(), arg, tag
-
-
 class SimEngine:
     def __init__(self, config: SimConfig) -> None:
         self.cfg = config
@@ -148,7 +142,7 @@ class SimEngine:
         self.reset()
 
     def reset(self) -> None:
-        self.requests: list[dict[str, Any]] = []
+        self.requests: deque[dict[str, Any]] = deque(maxlen=10000)  # bounded for load runs
         self.fault_counts: dict[str, int] = {}
         self.failed_first = 0
         self.prefixes: OrderedDict[str, None] = OrderedDict()  # hashes of KV blocks "cached"
@@ -183,40 +177,30 @@ class SimEngine:
     # -- the reply -------------------------------------------------------------------------
     def plan(self, body: dict[str, Any], fault: str, prompt: int) -> dict[str, Any]:
         """Decide all output up front: reasoning words, content words, tool call, finish."""
-        cfg, messages = self.cfg, body["messages"]
-        user = next(
-            (text_of(m.get("content")) for m in reversed(messages) if m.get("role") == "user"), ""
-        )
+        cfg, users = self.cfg, [m for m in body["messages"] if m.get("role") == "user"]
+        user = " ".join(text_of(users[-1].get("content")).split()) if users else ""
         kwargs = body.get("chat_template_kwargs") or {}
-        effort = body.get("reasoning_effort")
-        thinking = (
-            bool(kwargs["enable_thinking"])
-            if "enable_thinking" in kwargs
-            else effort in cfg.thinking_efforts
+        # An explicit enable_thinking wins; otherwise the effort decides (vLLM/GLM-like).
+        thinking = kwargs.get(
+            "enable_thinking", body.get("reasoning_effort") in cfg.thinking_efforts
         )
-        budget = (
-            body.get("max_completion_tokens")
-            or body.get("max_tokens")
-            or cfg.max_model_len - prompt
+        left = cfg.max_model_len - prompt
+        budget = max(
+            1, min(body.get("max_completion_tokens") or body.get("max_tokens") or left, left)
         )
-        budget = max(1, min(int(budget), cfg.max_model_len - prompt))
         exhaust = fault == "reasoning_only" or (
             fault == "reasoning_only_when_thinking" and thinking
         )
-        n_reason = budget if exhaust else (cfg.reasoning_tokens if thinking else 0)
-        base = REASONING.split()
-        reason = (base * (n_reason // len(base) + 1))[:n_reason]
-        tool = None
+        n_reason = min(budget, budget if exhaust else cfg.reasoning_tokens if thinking else 0)
+        reason = (REASONING.split() * (n_reason // 10 + 1))[:n_reason]
+        tool, answer = None, REPLY.format(t=user).split()
         if body.get("tools") and "SIMDELEGATE" in user:
             names = [t.get("function", {}).get("name") for t in body["tools"]]
             task = " ".join(user.replace("SIMDELEGATE", " ").split())
             tool = ("delegate" if "delegate" in names else names[0], json.dumps({"task": task}))
-            answer: list[str] = []
-        else:
-            answer = REPLY.format(t=" ".join(user.split())).split()
-            if cfg.answer_words:
-                answer = (answer * (cfg.answer_words // len(answer) + 1))[: cfg.answer_words]
-        reason = reason[:budget]
+            answer = []
+        elif cfg.answer_words:
+            answer = (answer * (cfg.answer_words // len(answer) + 1))[: cfg.answer_words]
         content = answer[: budget - len(reason)]
         finish = "tool_calls" if tool else "stop"
         if exhaust or len(content) < len(answer):
@@ -224,37 +208,36 @@ class SimEngine:
         return {"reason": reason, "content": content, "tool": tool, "finish": finish}
 
     # -- the chat completions endpoint, raw ASGI so a "cut" can really drop the connection --
-    async def chat(self, scope: Scope, receive: Receive, send: Send) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         request = Request(scope, receive)
+
+        async def reject(status: int, message: str, headers: dict[str, str] | None = None) -> None:
+            await error(status, message, headers)(scope, receive, send)
+
         try:
             body = await request.json()
             assert isinstance(body, dict) and isinstance(body.get("messages"), list)
             assert body["messages"]
         except Exception:
-            msg = "Expected a JSON body with a non-empty 'messages' list."
-            return await error(400, msg)(scope, receive, send)
+            return await reject(400, "Expected a JSON body with a non-empty 'messages' list.")
         headers = dict(request.headers)
         self.requests.append({"received_at": time.time(), "body": body, "headers": headers})
         spec = headers.get("x-sim-fault") or body.get("sim_fault") or self.cfg.fault
-        name, arg, _ = parse_fault(spec)
+        name, _, arg = spec.strip().lower().partition(":")
+        arg = arg.partition(":")[0]  # a third part is only a tag that keeps counters apart
         priority = body.get("priority") or 0
         prompt = sum(words(text_of(m.get("content"))) + 4 for m in body["messages"])
         budget = body.get("max_completion_tokens") or body.get("max_tokens") or 0
         if not isinstance(priority, int) or not isinstance(budget, int):
-            return await error(400, "'priority' and 'max_tokens' must be integers.")(
-                scope, receive, send
-            )
+            return await reject(400, "'priority' and 'max_tokens' must be integers.")
         if priority != 0 and self.cfg.kind == "vllm" and not self.cfg.priority_policy:
-            return await error(400, PRIORITY_MSG.format(p=priority))(scope, receive, send)
+            return await reject(400, PRIORITY_MSG.format(p=priority))
         if prompt + budget > self.cfg.max_model_len:
-            msg = CONTEXT_MSG.format(
-                n=self.cfg.max_model_len, r=prompt + budget, p=prompt, c=budget
-            )
-            return await error(400, msg)(scope, receive, send)
-        status = self._failure(spec, name, arg)
-        if status:
+            n = self.cfg.max_model_len
+            return await reject(400, CONTEXT_MSG.format(n=n, r=prompt + budget, p=prompt, c=budget))
+        if status := self._failure(spec, name, arg):
             retry = {"Retry-After": str(self.cfg.retry_after)}
-            return await error(status, f"Simulated {status}.", retry)(scope, receive, send)
+            return await reject(status, f"Simulated {status}.", retry)
         if self.cfg.interrupt_on_new:
             for seq in self.running:
                 seq.cut.set()
@@ -265,8 +248,7 @@ class SimEngine:
             started = True
             await send(message)
 
-        if not self.cfg.priority_policy:
-            priority = 0
+        priority = priority if self.cfg.priority_policy else 0
         work = asyncio.create_task(self._serve(body, name, arg, priority, prompt, tracked))
         left = asyncio.Event()
         watcher = asyncio.create_task(watch_disconnect(receive, work, left))
@@ -279,8 +261,8 @@ class SimEngine:
             # Returning without the final body message makes uvicorn close the socket: the
             # client sees a truncated response, exactly like an engine that died mid-answer.
             if not started:
-                await send({"type": "http.response.start", "status": 200, "headers": JSON_HEADERS})
-                await send({"type": "http.response.body", "body": b'{"id": "', "more_body": True})
+                await send(start(JSON))
+                await send(part(b'{"id": "'))
         finally:
             watcher.cancel()
 
@@ -300,13 +282,18 @@ class SimEngine:
         if fault == "hang":
             await asyncio.sleep(cfg.stall_s)
         plan = self.plan(body, fault, prompt)
-        rid, created = f"chatcmpl-sim-{next(self.ids)}", int(time.time())
-        stop_after = -1  # the token index where a cut or stall fault strikes
+        base = {"id": f"chatcmpl-sim-{next(self.ids)}", "created": int(time.time())}
+        base |= {"model": cfg.model, "object": "chat.completion.chunk"}
+
+        async def chunk(delta: dict[str, Any], finish: str | None = None) -> None:
+            choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
+            await send(sse(base | {"choices": [choice]}))
+
+        stop_at = -1  # the token index where a cut or stall fault strikes
         if fault in ("stall", "cut"):
-            stop_after = int(arg or (0 if fault == "stall" else cfg.cut_after))
-        sse = SSE(send, rid, created, cfg.model) if stream else None
-        if sse:
-            await sse.start()
+            stop_at = int(arg or (0 if fault == "stall" else cfg.cut_after))
+        if stream:  # headers at once, like vLLM; the first chunk comes after prefill
+            await send(start([(b"content-type", b"text/event-stream")]))
         await self.slots.acquire(priority)
         seq = Seq(prompt)
         self.running.add(seq)
@@ -314,76 +301,56 @@ class SimEngine:
             hit = self.prefix_lookup(messages, prompt)
             self.counters["prompt"] += prompt
             await self._sleep(
-                seq, (cfg.prefill_ms + cfg.prefill_ms_per_token * (prompt - hit)) / 1000
+                seq, (cfg.prefill_ms + cfg.prefill_ms_per_token * (prompt - hit)) / 1e3
             )
-            if sse:
-                await sse.chunk({"role": "assistant", "content": ""})
-            tokens = [(cfg.reasoning_field, w) for w in plan["reason"]] + [
-                ("content", w) for w in plan["content"]
-            ]
-            if plan["tool"]:
-                tokens += [("tool", "")] * 8  # a tool call costs a few tokens
-            out: dict[str, list[str]] = {cfg.reasoning_field: [], "content": []}
+            if stream:
+                await chunk({"role": "assistant", "content": ""})
+            tokens = [(cfg.reasoning_field, w) for w in plan["reason"]]
+            tokens += [("content", w) for w in plan["content"]]
+            tokens += [("tool", "")] * (8 if plan["tool"] else 0)  # a tool call costs tokens too
+            out: dict[str, list[str]] = {cfg.reasoning_field: [], "content": [], "tool": []}
             next_t = time.monotonic()
             for i, token in enumerate([*tokens, None]):
-                if i == stop_after or (token is None and stop_after > i):
+                if i == stop_at or (token is None and stop_at > i):
                     if fault == "cut":
                         raise Cut
                     await asyncio.sleep(cfg.stall_s)  # cancelled when the client gives up
                 if token is None:
                     break
-                delay = cfg.token_ms * (1 + cfg.busy_slowdown * (self.slots.running - 1)) / 1000
-                next_t += delay  # an absolute schedule keeps long answers at the set speed
+                # An absolute schedule keeps long answers at the set speed.
+                next_t += cfg.token_ms * (1 + cfg.busy_slowdown * (self.slots.running - 1)) / 1e3
                 await self._sleep(seq, next_t - time.monotonic())
                 seq.tokens += 1
                 self.counters["gen"] += 1
                 kind, word = token
-                if kind != "tool":
-                    out[kind].append(word if not out[kind] else " " + word)
-                    if sse:
-                        await sse.chunk({kind: out[kind][-1]})
+                out[kind].append(word if not out[kind] else " " + word)
+                if stream and kind != "tool":
+                    await chunk({kind: out[kind][-1]})
             reply = "".join(out["content"])
             self.prefix_store([*messages, {"role": "assistant", "content": reply}])
             usage = {"prompt_tokens": prompt, "completion_tokens": len(tokens)}
-            usage |= {
-                "total_tokens": prompt + len(tokens),
-                "prompt_tokens_details": {"cached_tokens": hit},
-            }
+            usage |= {"total_tokens": prompt + len(tokens)}
+            usage |= {"prompt_tokens_details": {"cached_tokens": hit}}
             call = None
             if plan["tool"]:
                 fn = {"name": plan["tool"][0], "arguments": plan["tool"][1]}
-                call = {"index": 0, "id": f"call_{rid}", "type": "function", "function": fn}
-            if sse:
+                call = {"index": 0, "id": f"call_{base['id']}", "type": "function", "function": fn}
+            if stream:
                 if call:
-                    await sse.chunk({"tool_calls": [call]})
-                await sse.chunk({}, plan["finish"])
+                    await chunk({"tool_calls": [call]})
+                await chunk({}, plan["finish"])
                 if (body.get("stream_options") or {}).get("include_usage"):
-                    await sse.send({"choices": [], "usage": usage})
-                await sse.done()
-            else:
-                message: dict[str, Any] = {
-                    "role": "assistant",
-                    "content": reply if not call else None,
-                }
-                message[cfg.reasoning_field] = "".join(out[cfg.reasoning_field]) or None
-                message["tool_calls"] = (
-                    [{k: v for k, v in call.items() if k != "index"}] if call else []
-                )
-                choice = {
-                    "index": 0,
-                    "message": message,
-                    "logprobs": None,
-                    "finish_reason": plan["finish"],
-                }
-                obj = {
-                    "id": rid,
-                    "object": "chat.completion",
-                    "created": created,
-                    "model": cfg.model,
-                }
-                data = json.dumps(obj | {"choices": [choice], "usage": usage}).encode()
-                await send({"type": "http.response.start", "status": 200, "headers": JSON_HEADERS})
-                await send({"type": "http.response.body", "body": data, "more_body": False})
+                    await send(sse(base | {"choices": [], "usage": usage}))
+                await send(part(b"data: [DONE]\n\n", more=False))
+                return
+            calls = [{k: v for k, v in call.items() if k != "index"}] if call else []
+            message = {"role": "assistant", "content": None if call else reply, "tool_calls": calls}
+            message[cfg.reasoning_field] = "".join(out[cfg.reasoning_field]) or None
+            choice = {"index": 0, "message": message, "logprobs": None}
+            choice["finish_reason"] = plan["finish"]
+            obj = base | {"object": "chat.completion", "choices": [choice], "usage": usage}
+            await send(start(JSON))
+            await send(part(json.dumps(obj).encode(), more=False))
         finally:
             self.running.discard(seq)
             self.slots.release()
@@ -417,32 +384,16 @@ class SimEngine:
         return "\n".join(lines) + "\n"
 
 
-class SSE:
-    """OpenAI chat.completion.chunk framing over raw ASGI sends."""
+def start(headers: list[tuple[bytes, bytes]]) -> Message:
+    return {"type": "http.response.start", "status": 200, "headers": headers}
 
-    def __init__(self, send: Send, rid: str, created: int, model: str) -> None:
-        self._send, self.base = (
-            send,
-            {"id": rid, "object": "chat.completion.chunk", "created": created, "model": model},
-        )
 
-    async def start(self) -> None:
-        headers = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")]
-        await self._send({"type": "http.response.start", "status": 200, "headers": headers})
+def sse(obj: Any) -> Message:
+    return part(f"data: {json.dumps(obj)}\n\n".encode())
 
-    async def send(self, obj: dict[str, Any]) -> None:
-        data = f"data: {json.dumps(self.base | obj)}\n\n".encode()
-        await self._send({"type": "http.response.body", "body": data, "more_body": True})
 
-    async def chunk(self, delta: dict[str, Any], finish: str | None = None) -> None:
-        await self.send(
-            {"choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]}
-        )
-
-    async def done(self) -> None:
-        await self._send(
-            {"type": "http.response.body", "body": b"data: [DONE]\n\n", "more_body": False}
-        )
+def part(data: bytes, more: bool = True) -> Message:
+    return {"type": "http.response.body", "body": data, "more_body": more}
 
 
 async def watch_disconnect(receive: Receive, work: asyncio.Task[None], left: asyncio.Event) -> None:
@@ -459,22 +410,12 @@ def error(status: int, message: str, headers: dict[str, str] | None = None) -> R
     return JSONResponse(payload, status_code=status, headers=headers)
 
 
-class _ChatEndpoint:
-    """Starlette treats a class instance as a raw ASGI app, which `chat` needs."""
-
-    def __init__(self, engine: SimEngine) -> None:
-        self.engine = engine
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        await self.engine.chat(scope, receive, send)
-
-
 def build_app(config: SimConfig | None = None) -> Starlette:
     engine = SimEngine(config or SimConfig())
     cfg = engine.cfg
 
     async def models(_: Request) -> Response:
-        card = {"id": cfg.model, "object": "model", "created": 0, "owned_by": "simengine"}
+        card = {"id": cfg.model, "object": "model", "created": 0, "owned_by": cfg.kind}
         return JSONResponse(
             {"object": "list", "data": [card | {"max_model_len": cfg.max_model_len}]}
         )
@@ -489,31 +430,19 @@ def build_app(config: SimConfig | None = None) -> Starlette:
         return JSONResponse({"total_slots": engine.slots.n, "model_path": cfg.model})
 
     async def sim_requests(_: Request) -> Response:
-        return JSONResponse(engine.requests)
+        return JSONResponse(list(engine.requests))
 
     async def sim_reset(_: Request) -> Response:
         engine.reset()
         return JSONResponse({"ok": True})
 
-    async def sim_config(request: Request) -> Response:
-        """Change settings at run time (e.g. turn the priority policy on) without a restart."""
-        known = {f.name for f in fields(SimConfig)}
-        for key, value in (await request.json() if await request.body() else {}).items():
-            if key not in known:
-                return error(400, f"Unknown setting {key!r}.")
-            setattr(cfg, key, tuple(value) if key == "thinking_efforts" else value)
-        engine.slots.n = 1 if cfg.interrupt_on_new else cfg.slots
-        engine.slots.wake()
-        return JSONResponse(asdict(cfg))
-
     routes = [
         Route("/v1/models", models),
-        Route("/v1/chat/completions", _ChatEndpoint(engine), methods=["POST"]),
+        Route("/v1/chat/completions", engine, methods=["POST"]),  # an ASGI app, not a view
         Route("/metrics", metrics),
         Route("/health", health),
         Route("/sim/requests", sim_requests),
         Route("/sim/reset", sim_reset, methods=["POST"]),
-        Route("/sim/config", sim_config, methods=["GET", "POST"]),
     ]
     if cfg.kind == "llamacpp":
         routes.append(Route("/props", props))

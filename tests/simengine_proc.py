@@ -67,13 +67,6 @@ def sim_reset(base_url: str) -> None:
     httpx.post(root_url(base_url) + "/sim/reset", timeout=5).raise_for_status()
 
 
-def sim_config(base_url: str, **changes: Any) -> dict[str, Any]:
-    """Change engine settings at run time (e.g. `priority_policy=True`); returns them all."""
-    response = httpx.post(root_url(base_url) + "/sim/config", json=changes, timeout=5)
-    response.raise_for_status()
-    return response.json()
-
-
 def _env_with_repo() -> dict[str, str]:
     # The child must import this checkout's `assistant` even when it is not installed.
     repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

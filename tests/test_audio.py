@@ -159,3 +159,35 @@ def test_wav_bytes_round_trip() -> None:
     assert wav_bytes(pcm.tobytes(), 22050) == data
     # float input is scaled, not truncated to zero
     assert np.abs(sf.read(io.BytesIO(wav_bytes(tone(0.1), 16000)))[0]).max() > 0.25
+
+
+def encode(samples: np.ndarray, fmt: str, codec: str, rate: int) -> bytes:
+    """Encode 16 kHz float samples with PyAV, as a browser or phone would send them."""
+    import av
+
+    buf = io.BytesIO()
+    with av.open(buf, "w", format=fmt) as container:
+        stream = container.add_stream(codec, rate=rate)
+        stream.layout = "mono"
+        frame = av.AudioFrame.from_ndarray(
+            (samples * 32767).astype(np.int16).reshape(1, -1), format="s16", layout="mono"
+        )
+        frame.sample_rate = SAMPLE_RATE
+        resampler = av.AudioResampler(format=stream.format.name, layout="mono", rate=rate)
+        for part in resampler.resample(frame):
+            for packet in stream.encode(part):
+                container.mux(packet)
+        for packet in stream.encode(None):
+            container.mux(packet)
+    return buf.getvalue()
+
+
+@pytest.mark.parametrize(
+    ("fmt", "codec", "rate"),
+    [("webm", "libopus", 48000), ("ogg", "libopus", 48000), ("mp4", "aac", 16000)],
+)
+def test_browser_and_phone_formats(fmt: str, codec: str, rate: int) -> None:
+    jfk = load_audio(AUDIO / "jfk.flac", **LIMITS)
+    out = load_audio(encode(jfk, fmt, codec, rate), **LIMITS)
+    assert out.size / SAMPLE_RATE == pytest.approx(11.0, abs=0.1)
+    assert not is_silent(out)

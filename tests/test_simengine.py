@@ -16,7 +16,7 @@ import openai
 import pytest
 from openai import AsyncOpenAI
 from prometheus_client.parser import text_string_to_metric_families
-from tests.simengine_proc import root_url, run_simengine, sim_config, sim_requests, sim_reset
+from tests.simengine_proc import root_url, run_simengine, sim_requests, sim_reset
 
 from assistant.simengine import PRIORITY_MSG, REPLY
 
@@ -368,13 +368,15 @@ async def test_records_requests_and_reset(sim: str, client: AsyncOpenAI) -> None
     assert sim_requests(sim) == []
 
 
-async def test_runtime_config_change(sim: str) -> None:
-    assert sim_config(sim, priority_policy=True)["priority_policy"] is True
-    try:
-        chunks, done = await raw_stream(sim, {"priority": 10})
-    finally:
-        sim_config(sim, priority_policy=False)
+async def test_llamacpp_kind_ignores_priority_and_reports_slots() -> None:
+    with run_simengine("--kind", "llamacpp", "--slots", "2", "--token-ms", "1") as url:
+        chunks, done = await raw_stream(url, {"priority": 10})
+        async with httpx.AsyncClient() as http:
+            props = (await http.get(root_url(url) + "/props")).json()
+            models = (await http.get(url + "/models")).json()
     assert done and joined(chunks, "content") == EXPECTED
+    assert props["total_slots"] == 2
+    assert models["data"][0]["owned_by"] == "llamacpp"
 
 
 async def test_interrupt_on_new_cuts_running_stream() -> None:

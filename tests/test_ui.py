@@ -18,6 +18,7 @@ import pytest
 from gradio_client import Client, handle_file
 
 from assistant.server import is_loopback
+from assistant.store import Store
 from tests.conftest import AUDIO
 from tests.simengine_proc import run_simengine
 
@@ -162,12 +163,23 @@ def test_transcribe_rejects_non_audio(client, tmp_path):
         client.predict(handle_file(str(bogus)), api_name="/transcribe")
 
 
-def test_stopping_removes_the_pid_file(sim, tmp_path):
-    with run_app(tmp_path / "app", sim) as running:
+def test_stopping_hands_running_jobs_back_and_removes_the_pid_file(tmp_path):
+    # a slow engine, so the job is still running when the app is told to stop
+    with run_simengine("--token-ms", "200") as slow, run_app(tmp_path / "app", slow) as running:
         pidfile = running.data_dir / "serve.pid"
         assert pidfile.exists()
+        job = Client(running.url, verbose=False).predict("a slow task", api_name="/delegate")
+        store = Store(running.data_dir / "assistant.db")
+        for _ in range(100):
+            if store.job(job["id"]).state == "running":
+                break
+            time.sleep(0.1)
+        assert store.job(job["id"]).state == "running"
         running.proc.send_signal(signal.SIGTERM)
         assert running.proc.wait(timeout=30) == 0
+        # the worker was cancelled with the server: the job went back to the queue
+        assert store.job(job["id"]).state == "queued"
+        store.close()
     assert not pidfile.exists()
 
 
