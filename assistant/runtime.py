@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import httpx
 
 from assistant.chat import ChatService
-from assistant.embedded import NOTICE, EmbeddedEngine
+from assistant.embedded import CHAT_BUDGET, DEEP_BUDGET, NOTICE, EmbeddedEngine
 from assistant.engine import Engine, build_client
 from assistant.errors import EngineUnavailable
 from assistant.jobs import JobQueue, JobWorker
@@ -79,6 +79,12 @@ class Runtime:
             )
             base_url = self.embedded.start()
             self.notice = NOTICE
+            settings = replace(
+                settings,
+                chat=replace(settings.chat, max_tokens=min(settings.chat.max_tokens, CHAT_BUDGET)),
+                deep=replace(settings.deep, max_tokens=min(settings.deep.max_tokens, DEEP_BUDGET)),
+            )
+            self.settings = settings
         else:
             raise EngineUnavailable("no ASSISTANT_ENGINE_URL set and the embedded engine is off")
         self.base_url = base_url

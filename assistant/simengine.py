@@ -14,6 +14,7 @@ so one process can serve many tests. Syntax `name[:arg[:tag]]`:
               carrying this exact fault string fail (a third `:tag` part keeps counters apart)
   reasoning_only                 reason until the budget ends: no content, finish "length"
   reasoning_only_when_thinking   the same only when thinking is on, else a normal answer
+Tests read what clients sent with GET /sim/requests and clear state with POST /sim/reset.
 """
 
 from __future__ import annotations
@@ -460,8 +461,11 @@ class _QuietCuts(logging.Filter):
 
 def parse_args(argv: list[str] | None = None) -> tuple[argparse.Namespace, SimConfig]:
     p = argparse.ArgumentParser(
-        prog="python -m assistant.simengine", description=__doc__.split("\n")[0]
+        prog="python -m assistant.simengine",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    choices = {"kind": ["vllm", "llamacpp"], "reasoning_field": ["reasoning", "reasoning_content"]}
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8000, help="0 picks a free port")
     p.add_argument("--log-level", default="warning")
@@ -472,7 +476,7 @@ def parse_args(argv: list[str] | None = None) -> tuple[argparse.Namespace, SimCo
         elif isinstance(default, tuple):
             p.add_argument(flag, nargs="*", default=list(default))
         else:
-            p.add_argument(flag, type=type(default), default=default)
+            p.add_argument(flag, type=type(default), default=default, choices=choices.get(f.name))
     args = p.parse_args(argv)
     values = {f.name: getattr(args, f.name) for f in fields(SimConfig)}
     values["thinking_efforts"] = tuple(values["thinking_efforts"])

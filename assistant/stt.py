@@ -171,17 +171,17 @@ def _is_speech(segment: Segment) -> bool:
     return not (phrase in PHANTOMS and unsure)
 
 
-_cache: dict[str | None, WhisperSTT] = {}
+_cache: dict[str, WhisperSTT] = {}
 _cache_lock = threading.Lock()
 
 
 def load_stt(settings: Settings) -> WhisperSTT:
     """The process-wide, warmed model for `settings.whisper_model` (loaded once)."""
-    key = settings.whisper_model
+    path = resolve_model(settings.whisper_model)  # "tiny.en" and None share one model
     with _cache_lock:
-        stt = _cache.get(key)
+        stt = _cache.get(path)
         if stt is None:
-            stt = _cache[key] = WhisperSTT(key)
+            stt = _cache[path] = WhisperSTT(path)
     stt.warm()
     return stt
 

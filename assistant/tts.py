@@ -166,17 +166,17 @@ class PiperTTS:
                 self._warmed = True
 
 
-_cache: dict[str | None, PiperTTS] = {}
+_cache: dict[Path, PiperTTS] = {}
 _cache_lock = threading.Lock()
 
 
 def load_tts(settings: Settings) -> PiperTTS:
     """The process-wide, warmed voice for `settings.voice` (loaded once)."""
-    key = settings.voice
+    voice = resolve_voice(settings.voice)  # "joe", the default and its path share one voice
     with _cache_lock:
-        tts = _cache.get(key)
+        tts = _cache.get(voice.model)
         if tts is None:
-            tts = _cache[key] = PiperTTS(resolve_voice(key))
+            tts = _cache[voice.model] = PiperTTS(voice)
     tts.warm()
     return tts
 

@@ -253,13 +253,17 @@ class Turns:
     async def _stream(
         self, view: TurnView, turn: AsyncIterator[VoiceUpdate], session: Session
     ) -> AsyncIterator[tuple[Any, Any]]:
-        """Fold updates into the view; yield (history, audio) at a bounded rate."""
+        """Fold updates into the view; yield (history, audio) at a bounded rate.
+
+        Audio is `gr.skip()` until there is some: a streamed output opens its stream on the
+        first value it gets, and a stream left empty for seconds makes the player give up."""
         session.busy = True
         chunks: list[bytes] = []
         rate = 22050
         last = 0.0
         try:
-            yield view.history, None
+            # not streamed: clear the previous reply's audio so it does not play again
+            yield view.history, gr.skip() if self.streamed else None
             async with contextlib.aclosing(turn) as updates:
                 async for u in updates:
                     view.apply(u)
@@ -275,7 +279,7 @@ class Turns:
                         continue
                     last = time.monotonic()
                     if u.kind != "done":
-                        yield view.history, None
+                        yield view.history, gr.skip()
         except AssistantError as e:  # e.g. the message is too long
             view.apply(VoiceUpdate("error", text=str(e)))
         finally:
@@ -284,4 +288,4 @@ class Turns:
         view.history.extend(session.pending)
         session.pending.clear()
         # without a stream encoder (no ffmpeg) the reply is spoken once, when it is complete
-        yield view.history, wav_bytes(b"".join(chunks), rate) if chunks else None
+        yield view.history, wav_bytes(b"".join(chunks), rate) if chunks else gr.skip()

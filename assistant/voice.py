@@ -41,6 +41,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 NOT_CAUGHT = "I didn't catch that."
+HANDED_OFF = "I've handed that to the deep lane; I'll tell you when it's done."
+"""Spoken instead of the written hand-off, whose job id is no pleasure to hear."""
 
 
 @dataclass
@@ -207,9 +209,11 @@ async def _pump(
                     result = u.result
         to_speech(splitter.flush())
         assert result is not None
-        if not spoken:
-            # nothing streamed (a hand-off to the deep lane, or an error): say that instead
-            to_speech(splitter.feed(result.reply or result.error or "") + splitter.flush())
+        if result.job_id:
+            to_speech([HANDED_OFF])
+        elif not spoken:
+            # nothing streamed (an error, or an answer that was all code): say why
+            to_speech(splitter.feed(result.error or result.reply) + splitter.flush())
         return result
     finally:
         if sentences is not None:

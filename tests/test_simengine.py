@@ -16,9 +16,9 @@ import openai
 import pytest
 from openai import AsyncOpenAI
 from prometheus_client.parser import text_string_to_metric_families
-from tests.simengine_proc import root_url, run_simengine, sim_requests, sim_reset
 
 from assistant.simengine import PRIORITY_MSG, REPLY
+from tests.simengine_proc import root_url, run_simengine, sim_requests, sim_reset
 
 MSG = [{"role": "user", "content": "hello there"}]
 EXPECTED = REPLY.format(t="hello there")
@@ -201,11 +201,10 @@ async def wait_metrics(url: str, running: int, waiting: int) -> dict[str, float]
 
 
 async def test_priority_policy_serves_lower_first() -> None:
-    with run_simengine(
-        "--slots", "1", "--token-ms", "20", "--answer-words", "60", "--priority-policy"
-    ) as url:
-        blocker = asyncio.create_task(raw_stream(url, {"max_tokens": 50}))
-        await wait_metrics(url, 1, 0)  # the blocker holds the only slot
+    with run_simengine("--slots", "1", "--token-ms", "5", "--priority-policy") as url:
+        # A stalled request holds the only slot until its client leaves: no timing races.
+        blocker = asyncio.create_task(raw_stream(url, {"sim_fault": "stall"}))
+        await wait_metrics(url, 1, 0)
         done_order: list[str] = []
 
         async def run(name: str, priority: int) -> None:
@@ -216,19 +215,30 @@ async def test_priority_policy_serves_lower_first() -> None:
         await wait_metrics(url, 1, 1)
         chat = asyncio.create_task(run("chat", 0))
         await wait_metrics(url, 1, 2)
-        await asyncio.gather(blocker, deep, chat)
+        blocker.cancel()  # the client goes away; the engine frees the slot
+        await asyncio.gather(deep, chat)
     assert done_order == ["chat", "deep"]
 
 
 async def test_fifo_without_policy_and_queue_metrics() -> None:
-    with run_simengine("--slots", "1", "--token-ms", "20", "--answer-words", "60") as url:
-        first = asyncio.create_task(raw_stream(url, {"max_tokens": 50}))
+    with run_simengine("--slots", "1", "--token-ms", "5") as url:
+        blocker = asyncio.create_task(raw_stream(url, {"sim_fault": "stall"}))
         await wait_metrics(url, 1, 0)
-        second = asyncio.create_task(raw_stream(url, {"max_tokens": 2}))
-        values = await wait_metrics(url, 1, 1)
+        done_order: list[str] = []
+
+        async def run(name: str) -> None:
+            await raw_stream(url, {"max_tokens": 2})
+            done_order.append(name)
+
+        first = asyncio.create_task(run("first"))
+        await wait_metrics(url, 1, 1)
+        second = asyncio.create_task(run("second"))
+        values = await wait_metrics(url, 1, 2)
+        blocker.cancel()
         await asyncio.gather(first, second)
+    assert done_order == ["first", "second"]
     assert values["vllm:num_requests_running"] == 1
-    assert values["vllm:num_requests_waiting"] == 1
+    assert values["vllm:num_requests_waiting"] == 2
     assert 0 < values["vllm:kv_cache_usage_perc"] <= 1
 
 

@@ -136,7 +136,7 @@ def test_phantom_filter() -> None:
 
 def test_load_stt_is_cached(stt: WhisperSTT) -> None:
     assert load_stt(Settings()) is stt
-    assert load_stt(Settings(whisper_model="tiny.en")) is not None
+    assert load_stt(Settings(whisper_model="tiny.en")) is stt  # the same files, loaded once
 
 
 def test_transcribe_file_for_the_cli() -> None:

@@ -118,6 +118,7 @@ def test_speak_to_file_writes_16_bit_mono_wav(tmp_path: Path) -> None:
 
 def test_load_tts_is_cached(tts: PiperTTS) -> None:
     assert load_tts(Settings()) is tts
+    assert load_tts(Settings(voice="joe")) is tts  # the same files, loaded once
 
 
 def test_voice_by_registry_name_and_by_path(tts: PiperTTS) -> None:

@@ -16,7 +16,7 @@ from assistant.audio import wav_bytes
 from assistant.records import TIMING_KEYS
 from assistant.runtime import Runtime
 from assistant.settings import Settings
-from assistant.voice import NOT_CAUGHT, VoiceUpdate, voice_turn
+from assistant.voice import HANDED_OFF, NOT_CAUGHT, VoiceUpdate, spoken_turn, voice_turn
 from tests.conftest import AUDIO, sim_settings
 from tests.simengine_proc import root_url, run_simengine, sim_requests, sim_reset
 
@@ -97,6 +97,18 @@ async def test_silence_is_not_sent_to_the_engine(rt, speech, voice_sim):
     assert any(u.kind == "audio" for u in updates), "the short answer is spoken"
     assert updates[-1].result.timings.stt is not None
     assert sim_requests(voice_sim) == []
+
+
+async def test_a_hand_off_is_spoken_without_the_job_id(rt, speech):
+    _, tts = speech
+    cid = rt.store.new_conversation("local")
+    turn = spoken_turn(rt, tts, "plan a trip", conversation_id=cid, speak=True, force_deep=True)
+    updates = await _collect(turn)
+    result = updates[-1].result
+    assert result.job_id and result.job_id in result.reply
+    spoken = [u.audio.text for u in updates if u.kind == "audio"]
+    assert spoken and " ".join(spoken) == HANDED_OFF
+    assert rt.store.job(result.job_id).state == "queued"
 
 
 @pytest.mark.parametrize("data", [b"", b"this is not audio at all" * 10])
