@@ -70,7 +70,9 @@ class ChatService:
     def history(self, conversation_id: str | None) -> list[tuple[str, str]]:
         if not conversation_id:
             return []
-        return [(u, r.reply) for u, r in self.store.turns(conversation_id) if r.reply and not r.error]
+        return [
+            (u, r.reply) for u, r in self.store.turns(conversation_id) if r.reply and not r.error
+        ]
 
     async def turn(
         self,
@@ -162,8 +164,10 @@ class ChatService:
         result.tokens_per_s = reply.tokens_per_s
         if reply.exhausted:
             result.exhausted = True
-            result.error = EXHAUSTED_MESSAGE if lane.name == "chat" else (
-                "the deep lane's budget ran out in reasoning before an answer"
+            result.error = (
+                EXHAUSTED_MESSAGE
+                if lane.name == "chat"
+                else ("the deep lane's budget ran out in reasoning before an answer")
             )
         elif reply.incomplete:
             result.error = {
@@ -229,4 +233,3 @@ def raise_for(result: TurnResult) -> None:
     """CLI semantics: an exhausted budget is exit code 3."""
     if result.exhausted:
         raise BudgetExhausted(result.error or EXHAUSTED_MESSAGE)
-

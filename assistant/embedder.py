@@ -90,7 +90,10 @@ def _layer(t: dict[str, np.ndarray], i: int) -> _Layer:
         qkv_b=_f32(qkv_b),
         out_w=_f32(t[p + "attention.output.dense.weight"].T),
         out_b=_f32(t[p + "attention.output.dense.bias"]),
-        ln1=(_f32(t[p + "attention.output.LayerNorm.weight"]), _f32(t[p + "attention.output.LayerNorm.bias"])),
+        ln1=(
+            _f32(t[p + "attention.output.LayerNorm.weight"]),
+            _f32(t[p + "attention.output.LayerNorm.bias"]),
+        ),
         up_w=_f32(t[p + "intermediate.dense.weight"].T),
         up_b=_f32(t[p + "intermediate.dense.bias"]),
         down_w=_f32(t[p + "output.dense.weight"].T),
@@ -110,7 +113,9 @@ def _gelu(x: np.ndarray) -> np.ndarray:
     # (max error 1.5e-7) stands in. The tanh shortcut would drift from the reference.
     z = np.abs(x) * np.float32(0.7071067811865476)
     t = 1.0 / (1.0 + np.float32(0.3275911) * z)
-    poly = t * (0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027 + t * 1.061405429))))
+    poly = t * (
+        0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027 + t * 1.061405429)))
+    )
     erf = np.sign(x) * (1.0 - poly * np.exp(-z * z))
     return (0.5 * x * (1.0 + erf)).astype(np.float32, copy=False)
 

@@ -1,4 +1,4 @@
-"""The engine client: one request shape per engine kind, streamed, with deadlines and one retry layer.
+"""The engine client: a request shape per engine kind, streamed, with deadlines, one retry layer.
 
 Wraps the official async `openai` client (injected). Everything above this module sees only
 `StreamEvent`s; everything engine-specific (vLLM's priority and thinking switch, the two names
@@ -47,7 +47,9 @@ class Profile:
     effort: bool
     thinking_switch: bool
 
-    def shape(self, lane: LaneConfig, *, thinking: bool, max_tokens: int, use_priority: bool) -> dict:
+    def shape(
+        self, lane: LaneConfig, *, thinking: bool, max_tokens: int, use_priority: bool
+    ) -> dict:
         params: dict[str, Any] = {"max_tokens": max_tokens}
         extra: dict[str, Any] = {}
         if self.effort:
@@ -292,7 +294,6 @@ def _retry_after(e: openai.APIStatusError) -> float | None:
 async def collect(events: AsyncIterator[StreamEvent]) -> Reply:
     """Fold a stream into a Reply."""
     reply = Reply()
-    start = now_ms()
     first: float | None = None
     usage_tokens = 0
     try:

@@ -1,4 +1,4 @@
-"""Errors a user can read. Each carries a one-line message; the CLI prints it without a traceback."""
+"""Errors a user can read: each carries a one-line message the CLI prints without a traceback."""
 
 
 class AssistantError(Exception):

@@ -94,7 +94,9 @@ class JobQueue:
             raise AssistantError(f"no job {job_id}")
         budget = min(MAX_BUDGET, job.budget * 2) if bigger else job.budget
         if not self.store.requeue(job_id, budget=budget, result="", reasoning="", attempts=0):
-            raise AssistantError(f"job {job_id} is {job.state}; only failed or cancelled jobs retry")
+            raise AssistantError(
+                f"job {job_id} is {job.state}; only failed or cancelled jobs retry"
+            )
         self.wake.set()
         return self.store.job(job_id)  # type: ignore[return-value]
 

@@ -46,7 +46,7 @@ def app_process(engine_url: str, data_dir: Path) -> Iterator[tuple[str, int]]:
         ASSISTANT_CONFIG=str(config),
         ASSISTANT_DEEP_MAX_IN_FLIGHT="4",
     )
-    log = open(data_dir / "app.log", "wb")  # noqa: SIM115
+    log = open(data_dir / "app.log", "wb")
     proc = subprocess.Popen(
         [sys.executable, "-m", "assistant.cli", "serve", "--port", str(port)],
         env=env,
@@ -92,9 +92,13 @@ def bench_load(settings: Settings, rounds: int | None) -> dict:
     from gradio_client import Client
 
     turns = rounds or 3
-    with tempfile.TemporaryDirectory() as tmp, simulated_engine(
-        "--slots", "16", "--token-ms", "5", "--prefill-ms", "50", "--answer-words", "40"
-    ) as engine_url, app_process(engine_url, Path(tmp)) as (url, pid):
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        simulated_engine(
+            "--slots", "16", "--token-ms", "5", "--prefill-ms", "50", "--answer-words", "40"
+        ) as engine_url,
+        app_process(engine_url, Path(tmp)) as (url, pid),
+    ):
         rss_start = _rss_mb(pid)
         started = time.perf_counter()
         admin = Client(url, verbose=False)

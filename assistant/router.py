@@ -74,7 +74,7 @@ _CUES: tuple[tuple[str, str], ...] = (
     ("think carefully", r"think\s+carefully(?:\s+about" + _IT + ")?"),
     ("deep mode", r"(?:(?:use|in|switch\s+to)\s+)?deep\s+mode"),
     ("deep dive", r"(?:do\s+a\s+)?deep[\s-]+dive(?:\s+(?:into|on)" + _IT + ")?"),
-    ("take your time", r"take\s+your\s+time(?:\s+(?:on|with)" + _IT + ")?(?:\s+and)?"),
+    ("take your time", r"take\s+your\s+time(?:\s+(?:on|with)" + _IT + r")?(?:\s+and)?"),
 )
 _CUE_RES = tuple(
     (label, re.compile(r"^\s*" + _LEAD + "(?:" + pattern + r")(?=[\s,.!:;-]|$)", re.IGNORECASE))

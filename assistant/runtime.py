@@ -47,7 +47,9 @@ def probe(base_url: str, api_key: str | None, kind: str, timeout_s: float = 3.0)
     entries = [m for m in data.get("data", []) if isinstance(m, dict)]
     models = [m.get("id") for m in entries]
     context = next((m["max_model_len"] for m in entries if m.get("max_model_len")), None)
-    owners = {str(m.get("owned_by", "")).lower() for m in data.get("data", []) if isinstance(m, dict)}
+    owners = {
+        str(m.get("owned_by", "")).lower() for m in data.get("data", []) if isinstance(m, dict)
+    }
     if kind == "auto":
         if "vllm" in owners:
             kind = "vllm"

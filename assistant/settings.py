@@ -113,16 +113,16 @@ def _lane_from(base: LaneConfig, table: dict[str, Any]) -> LaneConfig:
     known = {f.name for f in fields(LaneConfig)} - {"name"}
     unknown = set(table) - known
     if unknown:
-        raise ConfigError(f"unknown lane setting(s) in assistant.toml: {', '.join(sorted(unknown))}")
+        raise ConfigError(
+            f"unknown lane setting(s) in assistant.toml: {', '.join(sorted(unknown))}"
+        )
     lane = replace(base, **table)
     if lane.name == "deep" and lane.max_tokens < 8192:
         raise ConfigError("deep.max_tokens must be at least 8192")
     return lane
 
 
-def load_settings(
-    env: dict[str, str] | None = None, toml_path: Path | None = None
-) -> Settings:
+def load_settings(env: dict[str, str] | None = None, toml_path: Path | None = None) -> Settings:
     """Build Settings from the environment over an optional TOML file."""
     env = dict(os.environ) if env is None else env
     path = toml_path or Path(env.get("ASSISTANT_CONFIG", "assistant.toml"))

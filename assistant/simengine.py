@@ -223,9 +223,10 @@ class SimEngine:
             return await reject(400, "Expected a JSON body with a non-empty 'messages' list.")
         headers = dict(request.headers)
         self.requests.append({"received_at": time.time(), "body": body, "headers": headers})
-        spec = headers.get("x-sim-fault") or body.get("sim_fault") or self.cfg.fault
+        spec = str(headers.get("x-sim-fault") or body.get("sim_fault") or self.cfg.fault)
         name, _, arg = spec.strip().lower().partition(":")
         arg = arg.partition(":")[0]  # a third part is only a tag that keeps counters apart
+        arg = arg if arg.isdigit() else ""
         priority = body.get("priority") or 0
         prompt = sum(words(text_of(m.get("content"))) + 4 for m in body["messages"])
         budget = body.get("max_completion_tokens") or body.get("max_tokens") or 0

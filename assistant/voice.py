@@ -164,7 +164,11 @@ async def spoken_turn(
             # the chat service stored the turn when the reply ended; speech ended later
             await asyncio.to_thread(_save_timings, rt.store, conversation_id, timings)
         yield VoiceUpdate("done", text=result.reply, result=result)
+    except BaseException as e:
+        import sys; print("DEBUG", __import__("time").time(), "spoken_turn exit by", type(e).__name__, file=sys.stderr, flush=True)
+        raise
     finally:
+        import sys; print("DEBUG", __import__("time").time(), "spoken_turn finally", file=sys.stderr, flush=True)
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)

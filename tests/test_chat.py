@@ -50,7 +50,7 @@ async def test_turn_streams_and_is_stored_with_its_latency_record(sim_url, setti
     assert result.reply.startswith("You said") and result.finish_reason == "stop"
     assert {"route", "queue", "ttft", "llm_total", "total"} <= set(result.timings.as_dict())
     assert result.tokens_per_s and result.tokens_per_s > 0
-    (user, stored), = chat.store.turns(cid)
+    ((user, stored),) = chat.store.turns(cid)
     assert user == "hello" and stored.reply == result.reply and stored.timings.ttft
 
 

@@ -78,8 +78,11 @@ def test_delegate_no_wait_queues_and_jobs_lists_it(sim_url, tmp_path):
     assert proc.returncode == 0, proc.stderr
     job = json.loads(proc.stdout)
     assert job["state"] == "queued"
-    again = json.loads(run(["delegate", "--no-wait", "--json", "--key", "k1", "big task"],
-                           tmp_path, sim_url).stdout)
+    again = json.loads(
+        run(
+            ["delegate", "--no-wait", "--json", "--key", "k1", "big task"], tmp_path, sim_url
+        ).stdout
+    )
     assert again["id"] == job["id"]  # idempotent
     listed = [json.loads(x) for x in run(["jobs", "list", "--json"], tmp_path).stdout.splitlines()]
     assert [j["id"] for j in listed] == [job["id"]]

@@ -47,14 +47,19 @@ def test_parse_vllm_and_llamacpp_metrics():
 def test_app_metrics_render_prometheus_text():
     metrics = AppMetrics(lambda: {"chat_waiting": 1, "deep_running": 2}, lambda: {"done": 4})
     metrics.observe("chat", Timings(ttft=120.0, total=900.0))
-    families = {f.name: f for f in __import__(
-        "prometheus_client.parser", fromlist=["x"]).text_string_to_metric_families(
-        metrics.render().decode())}
+    families = {
+        f.name: f
+        for f in __import__(
+            "prometheus_client.parser", fromlist=["x"]
+        ).text_string_to_metric_families(metrics.render().decode())
+    }
     assert "assistant_turn_latency_ms" in families
     jobs = {s.labels["state"]: s.value for s in families["assistant_jobs"].samples}
     assert jobs["done"] == 4 and jobs["queued"] == 0
-    lanes = {(s.labels["lane"], s.labels["state"]): s.value
-             for s in families["assistant_lane_requests"].samples}
+    lanes = {
+        (s.labels["lane"], s.labels["state"]): s.value
+        for s in families["assistant_lane_requests"].samples
+    }
     assert lanes[("deep", "running")] == 2
 
 

@@ -31,9 +31,7 @@ def test_embedded_engine_answers_on_loopback(runtime):
 
 async def test_chat_and_deep_turns_through_the_embedded_engine(runtime):
     cid = runtime.store.new_conversation("local")
-    chat = await runtime.chat.run(
-        "The capital of France is", conversation_id=cid, deep_inline=True
-    )
+    chat = await runtime.chat.run("The capital of France is", conversation_id=cid, deep_inline=True)
     deep = await runtime.chat.run(
         "List three prime numbers.", conversation_id=cid, force_deep=True, deep_inline=True
     )
@@ -54,3 +52,33 @@ def test_stop_kills_our_process_by_pid(tmp_path):
         os.kill(pid, 0)
     assert engine.proc is None
     engine.stop()  # twice is harmless
+
+
+async def test_chat_preempts_a_deep_job_on_the_real_engine(runtime):
+    import asyncio
+
+    assert runtime.scheduler.slots == 1  # llama.cpp's server here serves one request at a time
+    worker = runtime.worker()
+    serving = asyncio.create_task(worker.serve(poll_s=0.1))
+    try:
+        job = runtime.jobs.submit("local", "Write a long story about a lighthouse keeper.")
+        partial = ""
+        for _ in range(600):
+            partial = runtime.store.job(job.id).result
+            if len(partial.split()) > 5:
+                break
+            await asyncio.sleep(0.1)
+        assert partial, "the deep job never produced output"
+        chat = await runtime.chat.run("Hello, how are you?", deep_inline=True)
+        assert chat.lane == "chat" and chat.finish_reason in ("stop", "length"), chat.error
+        for _ in range(3000):
+            if runtime.store.job(job.id).state not in ("queued", "running"):
+                break
+            await asyncio.sleep(0.1)
+    finally:
+        serving.cancel()
+        await asyncio.gather(serving, return_exceptions=True)
+    final = runtime.store.job(job.id)
+    assert final.state == "done", final.error
+    assert final.result.startswith(partial)  # what it generated before the chat turn is kept
+    assert runtime.scheduler.stats["deep"].preemptions >= 1

@@ -339,7 +339,7 @@ def parse_metrics(text: str) -> dict[str, float]:
 
 async def test_prefix_cache_metrics_and_prefill_delay() -> None:
     long_text = " ".join(["word"] * 200)
-    args = ("--prefill-ms-per-token", "5", "--token-ms", "1")
+    args = ("--prefill-ms-per-token", "10", "--token-ms", "1")
     with run_simengine(*args) as url:
         turn1 = [{"role": "system", "content": long_text}, {"role": "user", "content": "hi"}]
         start = time.monotonic()
@@ -355,7 +355,7 @@ async def test_prefix_cache_metrics_and_prefill_delay() -> None:
         t2 = time.monotonic() - start
         async with httpx.AsyncClient() as http:
             values = parse_metrics((await http.get(root_url(url) + "/metrics")).text)
-    assert t1 > 1.0  # ~210 uncached prompt tokens at 5 ms each
+    assert t1 > 2.0  # ~210 uncached prompt tokens at 10 ms each
     assert t2 < t1 / 2  # only the new user message is prefilled
     assert values["vllm:prefix_cache_queries_total"] > values["vllm:prefix_cache_hits_total"] > 200
 
@@ -390,9 +390,9 @@ async def test_llamacpp_kind_ignores_priority_and_reports_slots() -> None:
 
 
 async def test_interrupt_on_new_cuts_running_stream() -> None:
-    with run_simengine("--interrupt-on-new", "--token-ms", "30") as url:
-        old = asyncio.create_task(raw_stream(url, {"max_tokens": 40}))
-        await asyncio.sleep(0.3)
+    with run_simengine("--interrupt-on-new", "--token-ms", "30", "--answer-words", "300") as url:
+        old = asyncio.create_task(raw_stream(url, {}))  # ~9 s unless something cuts it
+        await wait_metrics(url, 1, 0)
         new_chunks, new_done = await raw_stream(url, {"max_tokens": 3})
         with pytest.raises(httpx.RemoteProtocolError):
             await old
