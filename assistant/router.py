@@ -170,6 +170,19 @@ def stratified_folds(deep: np.ndarray, k: int, seed: int = 0) -> np.ndarray:
     return folds
 
 
+_TRAILING = re.compile(r"[\s?.!\u2026]+$")
+ROUTE_TOKENS = 64
+"""Tokens the classifier reads (start and end of long text): every training request fits,
+and it bounds a decision on pasted pages to about the cost of a long sentence."""
+
+
+def embed(encoder: Encoder, texts: Sequence[str]) -> np.ndarray:
+    """Classifier features. Trailing punctuation is dropped first: in hand-written training
+    data questions end in "?" and tasks in ".", a shortcut that fails on unpunctuated
+    typed or transcribed text ("how tall is the eiffel tower" scored deep without this)."""
+    return encoder.encode([_TRAILING.sub("", t.strip()) for t in texts], max_tokens=ROUTE_TOKENS)
+
+
 def load_examples(path: Path | None = None) -> tuple[list[str], np.ndarray]:
     """(texts, is_deep) from a JSONL of {"text", "lane"}; default: the shipped training set."""
     src = path or resources.files("assistant.data").joinpath("router_train.jsonl")
@@ -205,7 +218,7 @@ class Router:
 
     def classify(self, texts: Sequence[str]) -> np.ndarray:
         """P(deep) per text, the classifier alone (no cues)."""
-        return self.head.p_deep(self.encoder.encode(texts))
+        return self.head.p_deep(embed(self.encoder, texts))
 
     def _decide(self, text: str, explicit: bool) -> tuple[Lane, str, str]:
         text = (text or "").strip()

@@ -164,14 +164,8 @@ async def spoken_turn(
             # the chat service stored the turn when the reply ended; speech ended later
             await asyncio.to_thread(_save_timings, rt.store, conversation_id, timings)
         yield VoiceUpdate("done", text=result.reply, result=result)
-    except BaseException as e:
-        import sys; print("DEBUG", __import__("time").time(), "spoken_turn exit by", type(e).__name__, file=sys.stderr, flush=True)
-        raise
     finally:
-        import sys; print("DEBUG", __import__("time").time(), "spoken_turn finally", file=sys.stderr, flush=True)
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await _cancel_all(tasks)
 
 
 async def _pump(
@@ -258,6 +252,27 @@ async def _say(
             timings.tts_first_audio = done - began
             timings.first_audio = done - start
         yield VoiceUpdate("audio", text=chunk.text, audio=chunk)
+
+
+async def _cancel_all(tasks: list[asyncio.Task]) -> None:
+    """Cancel every task and wait until each has ended.
+
+    The cancel is repeated until it lands: on Python 3.11 `asyncio.wait_for` drops a
+    cancellation that races the result it was waiting for (the engine stream's read
+    deadline uses it), and a dropped cancel would leave the engine generating.
+    """
+    for task in tasks:
+        task.cancel()
+    pending = {t for t in tasks if not t.done()}
+    try:
+        while pending:
+            _, pending = await asyncio.wait(pending, timeout=0.1)
+            for task in pending:
+                task.cancel()
+    finally:
+        for task in tasks:
+            task.cancel()  # no-op on finished tasks; covers our own cancellation above
+    await asyncio.gather(*tasks, return_exceptions=True)
 
 
 def _save_timings(store: Store, conversation_id: str, timings: Timings) -> None:

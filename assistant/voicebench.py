@@ -69,18 +69,22 @@ def bench_voice(settings: Settings, rounds: int | None) -> dict:
     per_stage: dict[str, list[float]] = {k: [] for k in STAGES}
     seq_first: list[float] = []
     pipe_first: list[float] = []
-    with tempfile.TemporaryDirectory() as tmp, Runtime(replace(settings, data_dir=Path(tmp))) as rt:
-        asyncio.run(rt.chat.run("warm up", deep_inline=True))
+    async def run_all(rt: Any) -> None:
+        # one event loop for the whole run: the runtime's queues and locks belong to it
+        await rt.chat.run("warm up", deep_inline=True)
         for _ in range(rounds):
             for path in files:
-                piped = asyncio.run(_pipelined(rt, stt, tts, path))
-                seq = asyncio.run(_sequential(rt, stt, tts, path))
+                piped = await _pipelined(rt, stt, tts, path)
+                seq = await _sequential(rt, stt, tts, path)
                 for key in STAGES:
                     if key in piped:
                         per_stage[key].append(piped[key])
                 if piped.get("first_audio") and seq.get("first_audio"):
                     pipe_first.append(piped["first_audio"])
                     seq_first.append(seq["first_audio"])
+
+    with tempfile.TemporaryDirectory() as tmp, Runtime(replace(settings, data_dir=Path(tmp))) as rt:
+        asyncio.run(run_all(rt))
         engine = "embedded llama.cpp (Gemma 3 270M)" if rt.embedded else rt.base_url
     stages = {
         k: {"p50_ms": round(pct(v, 0.5), 1), "p95_ms": round(pct(v, 0.95), 1), "n": len(v)}

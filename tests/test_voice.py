@@ -154,6 +154,31 @@ async def test_barge_in_cancels_generation_and_speech(speech, settings):
             assert not left, f"tasks still running: {left}"
 
 
+async def test_every_cancel_stops_the_stream_at_once(settings):
+    # Fast tokens make a cancel often race a chunk that has just arrived; on Python 3.11
+    # such a cancel can be dropped (asyncio.wait_for), leaving the engine generating.
+    with run_simengine("--token-ms", "1", "--answer-words", "5000") as url:
+        with Runtime(sim_settings(settings, url)) as rt:
+            for i in range(25):
+
+                async def consume() -> None:
+                    turn = spoken_turn(rt, None, "hello", speak=False)
+                    async with contextlib.aclosing(turn) as updates:
+                        async for _ in updates:
+                            pass
+
+                task = asyncio.create_task(consume())
+                await asyncio.sleep(0.2 + 0.013 * i)
+                task.cancel()
+                await asyncio.wait_for(asyncio.wait({task}), 1.0)
+                assert task.cancelled(), f"cancel {i} did not stop the turn"
+            for _ in range(30):
+                if not await _running(url):
+                    break
+                await asyncio.sleep(0.1)
+            assert await _running(url) == 0
+
+
 async def _running(url: str) -> int:
     async with httpx.AsyncClient() as client:
         text = (await client.get(root_url(url) + "/metrics")).text
