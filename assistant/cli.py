@@ -137,7 +137,7 @@ def cmd_jobs(args: argparse.Namespace, settings: Settings) -> int:
 def cmd_route(args: argparse.Namespace, settings: Settings) -> int:
     from assistant.router import Router
 
-    router = Router.load()
+    router = Router.load().warm()  # so the first decision's ms is a decision, not a load
     for text in args.text:
         d = router.decide(text)
         if args.json:

@@ -123,7 +123,7 @@ class Runtime:
         if self._router is None:
             from assistant.router import Router
 
-            self._router = Router.load()
+            self._router = Router.load().warm()
         return self._router
 
     def worker(self) -> JobWorker:

@@ -41,7 +41,10 @@ class Graph:
         """A float tensor supplied at session creation (external data)."""
         t = TensorProto(name=name, data_type=TensorProto.FLOAT, dims=shape)
         t.data_location = TensorProto.EXTERNAL
-        for key, value in (("location", "model.safetensors"), ("length", str(4 * int(np.prod(shape))))):
+        for key, value in (
+            ("location", "model.safetensors"),
+            ("length", str(4 * int(np.prod(shape)))),
+        ):
             t.external_data.add(key=key, value=value)
         self.inits.append(t)
         return name
@@ -56,7 +59,9 @@ def build(config: dict) -> onnx.ModelProto:
     ff, eps = config["intermediate_size"], config["layer_norm_eps"]
     g = Graph()
     zero, one = g.const("zero", np.array([0], np.int64)), g.const("one", np.array([1], np.int64))
-    seq_len = g.op("Slice", g.op("Shape", "input_ids"), one, g.const("two", np.array([2], np.int64)))
+    seq_len = g.op(
+        "Slice", g.op("Shape", "input_ids"), one, g.const("two", np.array([2], np.int64))
+    )
 
     def linear(x: str, name: str, n_in: int, n_out: int) -> str:
         # Stored as torch Linear [out, in]; the Transpose is folded once at session start.
@@ -65,25 +70,47 @@ def build(config: dict) -> onnx.ModelProto:
 
     def norm(x: str, name: str) -> str:
         return g.op(
-            "LayerNormalization", x, g.weight(name + ".weight", [dim]), g.weight(name + ".bias", [dim]),
-            axis=-1, epsilon=eps,
+            "LayerNormalization",
+            x,
+            g.weight(name + ".weight", [dim]),
+            g.weight(name + ".bias", [dim]),
+            axis=-1,
+            epsilon=eps,
         )
 
-    words = g.op("Gather", g.weight("embeddings.word_embeddings.weight", [config["vocab_size"], dim]), "input_ids")
-    positions = g.op(
-        "Slice", g.weight("embeddings.position_embeddings.weight", [config["max_position_embeddings"], dim]),
-        zero, seq_len, zero,
+    words = g.op(
+        "Gather",
+        g.weight("embeddings.word_embeddings.weight", [config["vocab_size"], dim]),
+        "input_ids",
     )
-    token_type = g.op("Gather", g.weight("embeddings.token_type_embeddings.weight", [2, dim]), g.const("type0", np.array(0, np.int64)))
+    positions = g.op(
+        "Slice",
+        g.weight("embeddings.position_embeddings.weight", [config["max_position_embeddings"], dim]),
+        zero,
+        seq_len,
+        zero,
+    )
+    token_type = g.op(
+        "Gather",
+        g.weight("embeddings.token_type_embeddings.weight", [2, dim]),
+        g.const("type0", np.array(0, np.int64)),
+    )
     x = norm(g.op("Add", g.op("Add", words, positions), token_type), "embeddings.LayerNorm")
 
     # Padding keys get a large negative score: softmax gives them no weight.
     pad = g.op("Sub", g.const("f1", np.array(1.0, np.float32)), "attention_mask")
-    key_bias = g.op("Unsqueeze", g.op("Mul", pad, g.const("neg", np.array(-1e9, np.float32))), g.const("axes12", np.array([1, 2], np.int64)))
+    key_bias = g.op(
+        "Unsqueeze",
+        g.op("Mul", pad, g.const("neg", np.array(-1e9, np.float32))),
+        g.const("axes12", np.array([1, 2], np.int64)),
+    )
     split_heads = g.const("split_heads", np.array([0, 0, heads, dim // heads], np.int64))
     merge_heads = g.const("merge_heads", np.array([0, 0, dim], np.int64))
     scale = g.const("scale", np.array(1.0 / np.sqrt(dim // heads), np.float32))
-    half, root2 = g.const("half", np.array(0.5, np.float32)), g.const("root2", np.array(np.sqrt(2.0), np.float32))
+    half, root2 = (
+        g.const("half", np.array(0.5, np.float32)),
+        g.const("root2", np.array(np.sqrt(2.0), np.float32)),
+    )
 
     def project(x: str, name: str, perm: list[int]) -> str:
         """One of query/key/value, split into heads: [batch, heads, tokens, head_dim]."""
@@ -97,10 +124,15 @@ def build(config: dict) -> onnx.ModelProto:
         scores = g.op("Add", g.op("Mul", g.op("MatMul", q, k), scale), key_bias)
         ctx = g.op("MatMul", g.op("Softmax", scores, axis=-1), v)
         ctx = g.op("Reshape", g.op("Transpose", ctx, perm=[0, 2, 1, 3]), merge_heads)
-        x = norm(g.op("Add", x, linear(ctx, p + "attention.output.dense", dim, dim)), p + "attention.output.LayerNorm")
+        x = norm(
+            g.op("Add", x, linear(ctx, p + "attention.output.dense", dim, dim)),
+            p + "attention.output.LayerNorm",
+        )
         up = linear(x, p + "intermediate.dense", dim, ff)
         # Exact erf GELU, as BERT was trained; onnxruntime fuses this pattern into one op.
-        gelu = g.op("Mul", g.op("Mul", up, half), g.op("Add", g.op("Erf", g.op("Div", up, root2)), "f1"))
+        gelu = g.op(
+            "Mul", g.op("Mul", up, half), g.op("Add", g.op("Erf", g.op("Div", up, root2)), "f1")
+        )
         x = norm(g.op("Add", x, linear(gelu, p + "output.dense", ff, dim)), p + "output.LayerNorm")
 
     g.nodes[-1].output[0] = "hidden"
@@ -114,7 +146,9 @@ def build(config: dict) -> onnx.ModelProto:
         [helper.make_tensor_value_info("hidden", TensorProto.FLOAT, ["batch", "tokens", dim])],
         g.inits,
     )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], producer_name="assistant")
+    model = helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", 17)], producer_name="assistant"
+    )
     model.ir_version = 8
     return model
 

@@ -193,6 +193,20 @@ def test_login_makes_the_user_the_owner(sim, tmp_path):
         assert [j["id"] for j in ann.predict(api_name="/jobs")] == [job["id"]]
 
 
+def test_engine_down_then_back(tmp_path):
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/v1"
+    with run_app(tmp_path / "app", url) as running:  # the page loads with no engine
+        client = Client(running.url, verbose=False)
+        started = time.monotonic()
+        down = client.predict("hello", api_name="/chat")
+        assert "unreachable" in down["error"] and down["reply"] == ""
+        assert time.monotonic() - started < 10
+        with run_simengine("--port", str(port), "--token-ms", "2"):
+            up = client.predict("hello again", api_name="/chat")  # recovers by itself
+        assert up["error"] is None and up["reply"].startswith("You said: hello again")
+
+
 def test_non_loopback_host_without_login_is_refused(sim, tmp_path):
     proc = subprocess.run(
         [sys.executable, str(REPO / "app.py"), "--host", "0.0.0.0", "--port", str(free_port())],
