@@ -109,7 +109,7 @@ class ChatService:
                 result.reply = (result.reply.strip() + "\n\n" + handoff.reply).strip()
         timings.total = now_ms() - start
         if conversation_id:
-            self.store.add_turn(conversation_id, text, result, source=source)
+            result.turn_id = self.store.add_turn(conversation_id, text, result, source=source)
         yield TurnUpdate("done", result=result)
 
     def _delegate(

@@ -161,9 +161,10 @@ class Engine:
                 try:
                     # the read deadline also lives in httpx; this guards engines that trickle
                     # keep-alive bytes without ever sending a chunk
-                    chunk = await asyncio.wait_for(
-                        iterator.__anext__(), timeout=min(remaining, lane.read_timeout_s)
-                    )
+                    # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a cancel
+                    # that lands as a chunk arrives, and the engine would keep generating
+                    async with asyncio.timeout(min(remaining, lane.read_timeout_s)):
+                        chunk = await iterator.__anext__()
                 except StopAsyncIteration:
                     break
                 except (TimeoutError, httpx.ReadTimeout, openai.APITimeoutError):

@@ -111,6 +111,8 @@ class TurnResult:
     exhausted: bool = False
     delegate_requested: bool = False
     """The chat model called the `delegate` tool."""
+    turn_id: int | None = None
+    """The stored turn's id, once stored."""
 
     def as_json(self) -> dict:
         return {

@@ -70,6 +70,7 @@ def lifespan(rt: Runtime, warm: Callable[[], Any]) -> Callable[[Any], Any]:
     @contextlib.asynccontextmanager
     async def run(_app: Any) -> AsyncIterator[None]:
         worker = asyncio.create_task(rt.worker().serve(), name="job-worker")
+        worker.add_done_callback(_report_crash)
         warming = asyncio.create_task(warm(), name="warm-speech")
         try:
             yield
@@ -79,6 +80,12 @@ def lifespan(rt: Runtime, warm: Callable[[], Any]) -> Callable[[Any], Any]:
             await asyncio.gather(worker, warming, return_exceptions=True)
 
     return run
+
+
+def _report_crash(task: asyncio.Task) -> None:
+    # without this, a worker that died would only be noticed as jobs that never start
+    if not task.cancelled() and task.exception() is not None:
+        log.error("the job worker stopped: %r", task.exception())
 
 
 def serve(settings: Settings, host: str = "127.0.0.1", port: int = 7860) -> int:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -34,7 +33,6 @@ from assistant.sentences import SentenceSplitter
 
 if TYPE_CHECKING:
     from assistant.runtime import Runtime
-    from assistant.store import Store
     from assistant.stt import SpeechToText
     from assistant.tts import TextToSpeech
 
@@ -160,9 +158,9 @@ async def spoken_turn(
             log.warning("speech failed: %s", err)
             yield VoiceUpdate("error", text=f"speech failed: {err}")
         timings.total = now_ms() - start
-        if conversation_id and speak:
+        if result.turn_id is not None and speak:
             # the chat service stored the turn when the reply ended; speech ended later
-            await asyncio.to_thread(_save_timings, rt.store, conversation_id, timings)
+            await asyncio.to_thread(rt.store.update_timings, result.turn_id, timings)
         yield VoiceUpdate("done", text=result.reply, result=result)
     finally:
         await _cancel_all(tasks)
@@ -273,17 +271,3 @@ async def _cancel_all(tasks: list[asyncio.Task]) -> None:
         for task in tasks:
             task.cancel()  # no-op on finished tasks; covers our own cancellation above
     await asyncio.gather(*tasks, return_exceptions=True)
-
-
-def _save_timings(store: Store, conversation_id: str, timings: Timings) -> None:
-    """Update the stored timings of the conversation's latest turn (speech ends after storing).
-
-    A workaround until the store offers `update_timings(turn_id, timings)`: the latest turn of
-    a conversation is this turn, because a session runs one turn at a time.
-    """
-    with store.tx() as db:
-        db.execute(
-            "UPDATE turns SET timings=? "
-            "WHERE id=(SELECT MAX(id) FROM turns WHERE conversation_id=?)",
-            (json.dumps(timings.as_dict()), conversation_id),
-        )
