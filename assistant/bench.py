@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import statistics
 import subprocess
 import sys
 import time
@@ -108,8 +107,12 @@ async def _saturated(rt: Any, rounds: int, gap_s: float, deep_streams: int) -> t
     finally:
         serving.cancel()
         await asyncio.gather(serving, return_exceptions=True)
-    states = [rt.store.job(j.id).state for j in jobs]
-    return samples, {"deep_total_s": round(elapsed, 2), "deep_states": states}
+    finished = [rt.store.job(j.id) for j in jobs]
+    return samples, {
+        "deep_total_s": round(elapsed, 2),
+        "deep_states": [j.state for j in finished],
+        "deep_errors": sorted({j.error for j in finished if j.error}),
+    }
 
 
 async def _deep_alone(rt: Any, deep_streams: int) -> float:
@@ -133,7 +136,9 @@ async def _qos_conditions(rt: Any, rounds: int, gap_s: float, deep: int) -> dict
     alone = await _deep_alone(rt, deep)
     for enabled in (True, False):
         rt.scheduler.enabled = enabled
+        before = rt.scheduler.stats["deep"].preemptions
         samples, extra = await _saturated(rt, rounds, gap_s, deep)
+        extra["preemptions"] = rt.scheduler.stats["deep"].preemptions - before
         key = "saturated_scheduler_on" if enabled else "saturated_scheduler_off"
         results[key] = Condition(key, samples).summary() | extra
     results["deep_alone_s"] = round(alone, 2)
@@ -150,7 +155,6 @@ def _qos_on(settings: Settings, label: str, rounds: int, gap_s: float, deep: int
             results |= asyncio.run(_qos_conditions(rt, rounds, gap_s, deep))
             on = results["saturated_scheduler_on"]
             results["preemption_cost_s"] = round(on["deep_total_s"] - results["deep_alone_s"], 2)
-            results["preemptions"] = rt.scheduler.stats["deep"].preemptions
             limit = 1.3 * results["idle"]["p95_ms"] + 100
             results["target_p95_ms"] = round(limit, 1)
             results["target_met"] = on["p95_ms"] <= limit
@@ -192,6 +196,3 @@ def run_bench(which: str, settings: Settings, *, as_json: bool, rounds: int | No
     else:
         print(json.dumps(result, indent=2))
     return 0
-
-
-__all__ = ["bench_qos", "pct", "run_bench", "statistics"]

@@ -181,6 +181,12 @@ class JobWorker:
                 if finish in RESUMABLE and resumes < MAX_RESUMES:
                     resumes += 1
                     self.scheduler.stats["deep"].preemptions += finish == CUT
+                    log.info(
+                        "job %s: %s after %d tokens; resuming",
+                        job.id,
+                        finish,
+                        progress.answer_tokens + progress.reasoning_tokens,
+                    )
                     continue  # keep what it generated; ask for the lane again and continue
                 break
             if finish == "cancelled":
