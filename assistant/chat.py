@@ -6,7 +6,8 @@ One turn is an async generator of `TurnUpdate`s so the page can stream it; the C
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+import logging
+from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING
 
 from assistant.engine import INCOMPLETE, Engine
@@ -28,6 +29,8 @@ from assistant.store import Store
 if TYPE_CHECKING:
     from assistant.jobs import JobQueue
     from assistant.router import Router
+
+log = logging.getLogger(__name__)
 
 EXHAUSTED_MESSAGE = (
     "The engine spent its whole reasoning budget and gave no answer, even after a retry "
@@ -58,6 +61,7 @@ class ChatService:
         store: Store,
         prompts: Prompts,
         jobs: JobQueue | None = None,
+        on_finish: Callable[[TurnResult], None] | None = None,
     ):
         self.settings = settings
         self.engine = engine
@@ -66,6 +70,17 @@ class ChatService:
         self.store = store
         self.prompts = prompts
         self.jobs = jobs
+        # told of every finished turn, once, with its final timings (the app's metrics)
+        self.on_finish = on_finish
+
+    def finished(self, result: TurnResult) -> None:
+        """Report a finished turn to `on_finish`; a broken observer never breaks a turn."""
+        if self.on_finish is None:
+            return
+        try:
+            self.on_finish(result)
+        except Exception:
+            log.exception("the turn observer failed")
 
     def history(self, conversation_id: str | None) -> list[tuple[str, str]]:
         if not conversation_id:
@@ -85,8 +100,12 @@ class ChatService:
         source: str = "text",
         timings: Timings | None = None,
         started_ms: float | None = None,
+        report: bool = True,
     ) -> AsyncIterator[TurnUpdate]:
-        """One turn. A deep decision becomes a job unless `deep_inline` (the CLI waits instead)."""
+        """One turn. A deep decision becomes a job unless `deep_inline` (the CLI waits instead).
+
+        `report=False`: the caller calls `finished` itself, later (a spoken turn's timings
+        are complete only once its speech has ended)."""
         text = check_text(text, self.settings.max_text_chars)
         timings = timings or Timings()
         start = started_ms if started_ms is not None else now_ms()
@@ -110,6 +129,8 @@ class ChatService:
         timings.total = now_ms() - start
         if conversation_id:
             result.turn_id = self.store.add_turn(conversation_id, text, result, source=source)
+        if report:
+            self.finished(result)
         yield TurnUpdate("done", result=result)
 
     def _delegate(

@@ -123,6 +123,7 @@ class Engine:
         """The engine's context window in tokens, where it reports it."""
         self.priority_ok = self.profile.priority
         self.warnings: list[str] = []
+        self._listed = False  # the model list was read (see `_discover_model`)
 
     def _warn_once(self, text: str) -> None:
         if text not in self.warnings:
@@ -227,15 +228,18 @@ class Engine:
         )
         attempt = 0
         while True:
-            params = self.profile.shape(
-                lane, thinking=thinking, max_tokens=budget, use_priority=self.priority_ok
-            )
-            if tools:
-                params["tools"] = tools
+            params: dict[str, Any] = {}
             try:
-                model = lane.model or self.model or await self._discover_model(lane)
+                if not (lane.model or self.model) or (self.context is None and not self._listed):
+                    await self._discover_model(lane)
+                    budget = self._fit(messages, budget)
+                params = self.profile.shape(
+                    lane, thinking=thinking, max_tokens=budget, use_priority=self.priority_ok
+                )
+                if tools:
+                    params["tools"] = tools
                 return await self.client.with_options(timeout=timeout).chat.completions.create(
-                    model=model,
+                    model=lane.model or self.model,
                     messages=[{"role": m.role, "content": m.content} for m in messages],
                     stream=True,
                     **params,
@@ -267,13 +271,21 @@ class Engine:
             log.info("engine request failed; retry %d in %.2fs", attempt, wait)
             await asyncio.sleep(wait)
 
-    async def _discover_model(self, lane: LaneConfig) -> str:
-        """The engine's first model, asked once (the engine may have been down at start)."""
+    async def _discover_model(self, lane: LaneConfig) -> None:
+        """The engine's first model and its context window, asked once.
+
+        The engine may have been down at start: without the context window a deep budget
+        (32k) is not fitted, and an engine such as vLLM rejects every deep request."""
         page = await self.client.with_options(timeout=lane.connect_timeout_s).models.list()
+        self._listed = True
         if not page.data:
+            if lane.model or self.model:
+                return
             raise EngineError("the engine lists no models; set ASSISTANT_MODEL")
-        self.model = page.data[0].id
-        return self.model
+        self.model = self.model or page.data[0].id
+        entry = next((m for m in page.data if m.id == (lane.model or self.model)), page.data[0])
+        if self.context is None:
+            self.context = (entry.model_extra or {}).get("max_model_len")  # vLLM reports it
 
     async def complete(self, messages: list[Message], lane: LaneConfig, **kw: Any) -> Reply:
         """Run a request to the end and collect it."""

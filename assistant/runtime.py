@@ -15,6 +15,7 @@ from assistant.engine import Engine, build_client
 from assistant.errors import EngineUnavailable
 from assistant.jobs import JobQueue, JobWorker
 from assistant.lanes import LaneScheduler
+from assistant.metrics import AppMetrics
 from assistant.prompt import Prompts
 from assistant.settings import Settings
 from assistant.store import Store
@@ -108,6 +109,7 @@ class Runtime:
         self.scheduler = LaneScheduler(deep_max_in_flight=deep_max, slots=self.info.slots)
         self._router: Any = None
         self.jobs = JobQueue(self.store, settings)
+        self.metrics = AppMetrics(depth=self.scheduler.depth, job_counts=self.store.job_counts)
         self.chat = ChatService(
             settings=settings,
             engine=self.engine,
@@ -116,6 +118,7 @@ class Runtime:
             store=self.store,
             prompts=self.prompts,
             jobs=self.jobs,
+            on_finish=lambda result: self.metrics.observe(result.lane, result.timings),
         )
 
     @property

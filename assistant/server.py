@@ -99,6 +99,7 @@ def serve(settings: Settings, host: str = "127.0.0.1", port: int = 7860) -> int:
         return 2
     ensure_ffmpeg(settings.data_dir / "bin")
     # imports gradio: only once we know we will serve
+    from assistant.security import edge_middleware, launch_options
     from assistant.ui import build_ui
     from assistant.ui_turns import SpeechModels
 
@@ -120,15 +121,16 @@ def serve(settings: Settings, host: str = "127.0.0.1", port: int = 7860) -> int:
         demo.launch(
             server_name=host,
             server_port=port,
-            share=False,
-            ssr_mode=False,
             show_error=True,
-            max_file_size=settings.max_upload_bytes,
-            auth=list(settings.auth) or None,
             prevent_thread_lock=True,
             quiet=True,
-            app_kwargs={"lifespan": lifespan(rt, speech.warm)},
+            app_kwargs={
+                "lifespan": lifespan(rt, speech.warm),
+                "middleware": edge_middleware(settings),
+            },
+            **launch_options(settings),  # share, SSR, auth, upload cap, blocked paths
         )
+        add_routes(demo, rt)
         if demo.server is not None:
             # uvicorn waits for open connections forever by default; a page's streams
             # would then hold the shutdown (and the job worker's clean stop) hostage
@@ -144,6 +146,13 @@ def serve(settings: Settings, host: str = "127.0.0.1", port: int = 7860) -> int:
         with contextlib.suppress(OSError, ValueError):
             if int(pidfile.read_text().strip()) == os.getpid():
                 pidfile.unlink()
+
+
+def add_routes(demo: Any, rt: Runtime) -> None:
+    """The app's own routes beside Gradio's: `/metrics` (see `assistant.metrics_route`)."""
+    from assistant.metrics_route import add_metrics_route
+
+    add_metrics_route(demo.app, rt)
 
 
 def _stop_on_signals() -> threading.Event:

@@ -1,6 +1,6 @@
-"""The page: banner, chat (typed and spoken), Jobs panel, and the named API endpoints.
+"""The page: banner, chat (typed and spoken), Jobs panel, dashboard, and the named API endpoints.
 
-Only wiring lives here; the callbacks are in `ui_turns`, `ui_jobs` and `ui_api`.
+Only wiring lives here; the callbacks are in `ui_turns`, `ui_jobs`, `ui_dash` and `ui_api`.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import gradio as gr
 
 from assistant.runtime import EngineInfo, Runtime, probe
 from assistant.ui_api import add_api
+from assistant.ui_dash import add_dashboard
 from assistant.ui_jobs import Jobs, build_jobs_panel
 from assistant.ui_turns import Session, SpeechModels, Turns
 
@@ -69,10 +70,12 @@ def build_ui(rt: Runtime) -> gr.Blocks:
 
     with gr.Blocks(title="Assistant") as demo:
         session = gr.State(Session())
-        banner = gr.Markdown()
+        banner = gr.Markdown(elem_id="banner")
         with gr.Row():
             with gr.Column(scale=3):
-                chatbot = gr.Chatbot(label="Conversation", height=520, buttons=["copy"])
+                chatbot = gr.Chatbot(
+                    label="Conversation", height=520, buttons=["copy"], elem_id="chatbot"
+                )
                 with gr.Row():
                     text = gr.Textbox(
                         placeholder="Type a message, or record one below",
@@ -85,7 +88,11 @@ def build_ui(rt: Runtime) -> gr.Blocks:
                     stop = gr.Button("Stop", variant="stop", scale=1)
                 with gr.Row():
                     mic = gr.Audio(
-                        sources=["microphone", "upload"], type="filepath", label="Speak", scale=3
+                        sources=["microphone", "upload"],
+                        type="filepath",
+                        label="Speak",
+                        scale=3,
+                        elem_id="mic",
                     )
                     with gr.Column(scale=2):
                         speak = gr.Checkbox(label="Speak replies", value=True)
@@ -95,10 +102,12 @@ def build_ui(rt: Runtime) -> gr.Blocks:
                             autoplay=True,
                             interactive=False,
                             buttons=[],
+                            elem_id="reply-audio",
                         )
                         notice_audio = gr.Audio(autoplay=True, visible="hidden")
             with gr.Column(scale=2):
                 panel = build_jobs_panel()
+        add_dashboard(rt, demo)
         add_api(rt, speech)
 
         chat_io = {

@@ -36,6 +36,8 @@ class Api:
         Pass the returned conversation_id back to continue the same conversation."""
         owner = owner_of(self.rt, request)
         try:
+            # refused text must not leave an empty conversation behind
+            text = check_text(text, self.rt.settings.max_text_chars)
             cid = conversation_id or self.rt.store.new_conversation(owner, title=text[:80])
             if self.rt.store.conversation_owner(cid) != owner:
                 raise BadInput(f"no conversation {cid}")

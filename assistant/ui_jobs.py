@@ -76,7 +76,9 @@ class JobsPanel:
 
 def build_jobs_panel() -> JobsPanel:
     gr.Markdown("### Jobs")
-    table = gr.Dataframe(headers=HEADERS, value=[], interactive=False, wrap=True)
+    table = gr.Dataframe(
+        headers=HEADERS, value=[], interactive=False, wrap=True, elem_id="jobs-table"
+    )
     selected = gr.Dropdown(label="Job", choices=[], value=None, allow_custom_value=False)
     view = gr.Markdown()
     with gr.Row():

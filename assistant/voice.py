@@ -134,7 +134,7 @@ async def spoken_turn(
     pump = asyncio.create_task(
         _pump(rt, text, out, sentences if speak else None, timings, start,
               owner=owner, conversation_id=conversation_id, force_deep=force_deep,
-              source=source),
+              source=source, report=not speak),
         name="voice-pump",
     )  # fmt: skip
     tasks = [pump]
@@ -161,6 +161,8 @@ async def spoken_turn(
         if result.turn_id is not None and speak:
             # the chat service stored the turn when the reply ended; speech ended later
             await asyncio.to_thread(rt.store.update_timings, result.turn_id, timings)
+        if speak:
+            rt.chat.finished(result)  # observed now that speech timings are in
         yield VoiceUpdate("done", text=result.reply, result=result)
     finally:
         await _cancel_all(tasks)

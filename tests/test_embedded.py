@@ -10,13 +10,22 @@ import pytest
 from assistant.embedded import EmbeddedEngine
 from assistant.runtime import Runtime
 
+# one event loop for the module: the runtime's scheduler and queues belong to the loop that
+# first uses them, as they do in the app (one server loop) and the CLI (one asyncio.run)
+same_loop = pytest.mark.asyncio(loop_scope="module")
+
 
 @pytest.fixture(scope="module")
 def runtime(tmp_path_factory):
+    from dataclasses import replace
+
     from assistant.settings import load_settings
 
     data = tmp_path_factory.mktemp("embedded")
-    rt = Runtime(load_settings(env={"ASSISTANT_DATA_DIR": str(data)}, toml_path=data / "x"))
+    s = load_settings(env={"ASSISTANT_DATA_DIR": str(data)}, toml_path=data / "x")
+    # small budgets: these tests prove the plumbing, and a base model talks until the budget ends
+    s = replace(s, deep=replace(s.deep, max_tokens=300), chat=replace(s.chat, max_tokens=64))
+    rt = Runtime(s)
     yield rt
     rt.close()
 
@@ -29,6 +38,7 @@ def test_embedded_engine_answers_on_loopback(runtime):
     assert runtime.engine.kind == "llamacpp"
 
 
+@same_loop
 async def test_chat_and_deep_turns_through_the_embedded_engine(runtime):
     cid = runtime.store.new_conversation("local")
     chat = await runtime.chat.run("The capital of France is", conversation_id=cid, deep_inline=True)
@@ -54,6 +64,7 @@ def test_stop_kills_our_process_by_pid(tmp_path):
     engine.stop()  # twice is harmless
 
 
+@same_loop
 async def test_chat_preempts_a_deep_job_on_the_real_engine(runtime):
     import asyncio
 

@@ -127,3 +127,14 @@ async def test_model_is_discovered_when_not_configured(sim_url, settings):
     engine = Engine(build_client(sim_url, None), kind="vllm", model=None, context=32768)
     reply = await engine.complete(ASK, s.chat)
     assert engine.model == "sim-model" and reply.content
+
+
+async def test_context_is_learned_when_the_engine_was_down_at_start(sim_url, settings):
+    # a model named in settings, and no context window: what the runtime has when the
+    # engine was down at start. A 32k deep budget must still be fitted to the context.
+    s = sim_settings(settings, sim_url)
+    engine = Engine(build_client(sim_url, None), kind="vllm", model="sim-model")
+    sim_reset(sim_url)
+    reply = await engine.complete(ASK, s.deep)
+    assert reply.content and engine.context == 32768
+    assert _requests(sim_url)[0]["max_tokens"] <= 32768 - 10

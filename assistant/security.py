@@ -1,0 +1,230 @@
+"""The HTTP edge: Gradio's launch options that keep its known weak spots shut, login
+throttling, and refusing requests from other sites.
+
+Gradio's own CORS middleware only decides which response headers to send: a cross-site
+`<form>` POST (an upload, a login, a queued call) still reaches the route and runs, and the
+browser merely hides the answer. `EdgeGuard` refuses such requests before any route sees them.
+README "Security" lists the advisories each option answers.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from collections import OrderedDict, deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+from assistant.settings import Settings
+
+Scope = dict[str, Any]
+Receive = Callable[[], Any]
+Send = Callable[[dict[str, Any]], Any]
+
+LOGIN_BODY_MAX = 16 * 1024
+"""A login form is two short fields; anything bigger is not a login."""
+MAX_TRACKED = 10_000
+"""Throttle entries kept at most, oldest dropped first: memory stays bounded under a flood."""
+
+
+def launch_options(settings: Settings) -> dict[str, Any]:
+    """The security-relevant `Blocks.launch()` arguments."""
+    return {
+        "share": False,  # no public tunnel, ever
+        # SSR proxies requests through a local Node server, which made forged `Host:
+        # localhost` requests look local (CVE-2026-134825, affects 6.27-6.31)
+        "ssr_mode": False,
+        # run history is the feature that advisory reaches; it also keeps past calls
+        # (conversations) in the browser's storage
+        "run_history": False,
+        "mcp_server": False,  # the endpoints are not offered as MCP tools
+        "strict_cors": True,  # no "null" origin (CVE-2024-47165)
+        "max_file_size": settings.max_upload_bytes,
+        "blocked_paths": blocked_paths(settings),
+        "auth": list(settings.auth) or None,
+    }
+
+
+def blocked_paths(settings: Settings) -> list[str]:
+    """What Gradio's file route must never serve: the data directory (store, logs, models).
+
+    Blocking wins over every path Gradio allows, so it holds even if Gradio's upload folder
+    (GRADIO_TEMP_DIR) is set inside the data directory. A data directory that *contains*
+    Gradio's working folders (e.g. `/tmp`) cannot be blocked whole without breaking uploads:
+    then the store's files are blocked one by one.
+    """
+    from gradio.utils import get_upload_folder
+
+    data = settings.data_dir.expanduser().resolve()
+    working = [Path(get_upload_folder()), Path(tempfile.gettempdir()), Path.cwd() / ".gradio"]
+    if any(data == w.resolve() or data in w.resolve().parents for w in working):
+        db = settings.db_path.expanduser().resolve()
+        return [str(db.with_name(db.name + suffix)) for suffix in ("", "-wal", "-shm")]
+    return [str(data)]
+
+
+@dataclass
+class LoginThrottle:
+    """Failed logins counted per (user, client address) and per client address.
+
+    Past `max_failures` for a user from one address (or `max_client_failures` for any users
+    from one address) within `window_s`, every login from there is refused for `lockout_s`,
+    right password or not. Per address, so a stranger cannot lock a user out everywhere.
+    """
+
+    max_failures: int = 5
+    max_client_failures: int = 20
+    window_s: float = 60.0
+    lockout_s: float = 60.0
+    clock: Callable[[], float] = time.monotonic
+    _failures: OrderedDict[str, deque[float]] = field(default_factory=OrderedDict)
+    _locked: dict[str, float] = field(default_factory=dict)
+
+    def retry_after(self, user: str, client: str) -> float:
+        """Seconds until this login may be tried again; 0 when it may be tried now."""
+        now = self.clock()
+        until = max(self._locked.get(k, 0.0) for k in self._keys(user, client))
+        return max(0.0, until - now)
+
+    def failed(self, user: str, client: str) -> None:
+        now = self.clock()
+        for key, limit in zip(
+            self._keys(user, client), (self.max_failures, self.max_client_failures), strict=True
+        ):
+            times = self._failures.pop(key, None) or deque()
+            times.append(now)
+            while times and times[0] <= now - self.window_s:
+                times.popleft()
+            self._failures[key] = times  # re-inserted: most recent last
+            if len(times) >= limit:
+                self._locked[key] = now + self.lockout_s
+                times.clear()
+        self._prune(now)
+
+    def succeeded(self, user: str, client: str) -> None:
+        self._failures.pop(self._keys(user, client)[0], None)
+
+    def _keys(self, user: str, client: str) -> tuple[str, str]:
+        return f"user:{user[:128]}@{client}", f"client:{client}"
+
+    def _prune(self, now: float) -> None:
+        while len(self._failures) > MAX_TRACKED:
+            self._failures.popitem(last=False)
+        if len(self._locked) > MAX_TRACKED:
+            self._locked = {k: t for k, t in self._locked.items() if t > now}
+
+
+def same_origin(origin: str, host: str | None) -> bool:
+    """Whether a browser's `Origin` names the host the request was sent to."""
+    try:
+        o = urlsplit(origin)
+        h = urlsplit(f"{o.scheme}://{host}")
+        if o.scheme not in ("http", "https") or not o.hostname or not h.hostname:
+            return False
+        default = 443 if o.scheme == "https" else 80
+        return (o.hostname.lower(), o.port or default) == (h.hostname.lower(), h.port or default)
+    except ValueError:  # a malformed port or address
+        return False
+
+
+class EdgeGuard:
+    """ASGI middleware: refuses cross-site requests and throttles failed logins."""
+
+    def __init__(self, app: Any, throttle: LoginThrottle | None = None):
+        self.app = app
+        self.throttle = throttle
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] not in ("http", "websocket"):
+            await self.app(scope, receive, send)
+            return
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        origin = headers.get("origin")
+        # Browsers send Origin on every cross-site fetch and form POST; clients that are not
+        # browsers (gradio_client, curl) send none and cannot carry a victim's cookies anyway.
+        if origin is not None and not any(
+            same_origin(origin, h) for h in (headers.get("host"), headers.get("x-forwarded-host"))
+        ):
+            await _refuse(scope, send, 403, "cross-origin request refused")
+            return
+        if (
+            self.throttle is not None
+            and scope["type"] == "http"
+            and scope["method"] == "POST"
+            and scope["path"].rstrip("/").endswith("/login")
+        ):
+            await self._login(scope, receive, send, headers)
+            return
+        await self.app(scope, receive, send)
+
+    async def _login(self, scope: Scope, receive: Receive, send: Send, headers: dict) -> None:
+        assert self.throttle is not None
+        body = b""
+        more = True
+        while more:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return
+            body += message.get("body", b"")
+            more = message.get("more_body", False)
+            if len(body) > LOGIN_BODY_MAX:
+                await _refuse(scope, send, 413, "login form too large")
+                return
+        form = parse_qs(body.decode("utf-8", "replace")) if body else {}
+        user = (form.get("username") or [""])[0].strip()
+        client = (scope.get("client") or ("unknown", 0))[0]
+        wait = self.throttle.retry_after(user, client)
+        if wait > 0:
+            await _refuse(
+                scope, send, 429, "too many failed logins; try again later",
+                {"retry-after": str(int(wait) + 1)},
+            )  # fmt: skip
+            return
+
+        sent = False
+
+        async def replay() -> dict[str, Any]:
+            nonlocal sent
+            if not sent:
+                sent = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()
+
+        status = 0
+
+        async def watch(message: dict[str, Any]) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        await self.app(scope, replay, watch)
+        if status == 200:
+            self.throttle.succeeded(user, client)
+        elif 400 <= status < 500:  # Gradio answers a wrong password with 400
+            self.throttle.failed(user, client)
+
+
+async def _refuse(
+    scope: Scope, send: Send, status: int, text: str, extra: dict[str, str] | None = None
+) -> None:
+    if scope["type"] == "websocket":
+        await send({"type": "websocket.close", "code": 1008, "reason": text})
+        return
+    body = text.encode()
+    headers = [(b"content-type", b"text/plain; charset=utf-8")]
+    headers.append((b"content-length", str(len(body)).encode()))
+    headers += [(k.encode(), v.encode()) for k, v in (extra or {}).items()]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+def edge_middleware(settings: Settings) -> list[Any]:
+    """The middleware list for the app (FastAPI's `middleware=` argument)."""
+    from starlette.middleware import Middleware
+
+    throttle = LoginThrottle() if settings.auth else None
+    return [Middleware(EdgeGuard, throttle=throttle)]

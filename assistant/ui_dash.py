@@ -1,0 +1,101 @@
+"""The page's dashboard: per-lane latency plots and the engine panel, refreshed by a timer.
+
+The numbers come from `assistant.dashboard`; this module only places and wires them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Any
+
+import gradio as gr
+
+from assistant.dashboard import EngineWatch, bar_order, engine_markdown, latency_frame
+from assistant.runtime import Runtime
+from assistant.ui_turns import owner_of
+
+REFRESH_S = 5.0
+"""How often an open page refreshes the plots and the engine panel (the engine is read at
+most this often, for all pages together)."""
+RECENT_TURNS = 200
+PRIVATE: dict[str, Any] = {"api_visibility": "private"}
+
+
+@dataclass
+class DashPanel:
+    """The dashboard's components."""
+
+    plots: dict[str, gr.BarPlot]
+    engine: gr.Markdown
+    timer: gr.Timer
+
+
+def _plot(lane: str) -> gr.BarPlot:
+    return gr.BarPlot(
+        x="bar",
+        y="ms",
+        color="stat",
+        color_title="",
+        title=f"{lane} lane",
+        x_title="stage",
+        y_title="ms",
+        color_map={"p50": "#4c78a8", "p95": "#f58518"},
+        sort=bar_order(),
+        tooltip=["stage", "stat", "ms", "turns"],
+        x_label_angle=-30,
+        height=300,
+        show_label=False,
+        elem_id=f"latency-{lane}",
+    )
+
+
+def build_dash_panel() -> DashPanel:
+    with gr.Row(equal_height=False, elem_id="dashboard"):
+        with gr.Column(scale=3):
+            gr.Markdown("### Latency (p50 / p95 over your recent turns)")
+            with gr.Row():
+                plots = {lane: _plot(lane) for lane in ("chat", "deep")}
+        with gr.Column(scale=2):
+            gr.Markdown("### Engine")
+            engine = gr.Markdown("Reading the engine's metrics…", elem_id="engine-panel")
+    return DashPanel(plots, engine, gr.Timer(REFRESH_S))
+
+
+class Dash:
+    """The dashboard's callbacks."""
+
+    def __init__(self, rt: Runtime, watch: EngineWatch):
+        self.rt = rt
+        self.watch = watch
+
+    async def latency(self, request: gr.Request) -> tuple[Any, ...]:
+        """The caller's recent turns as one plot per lane."""
+        owner = owner_of(self.rt, request)
+        rows = await asyncio.to_thread(self.rt.store.recent_timings, owner, RECENT_TURNS)
+        frame = latency_frame(rows)
+        out = []
+        for lane in ("chat", "deep"):
+            part = frame[frame["lane"] == lane]
+            n = int(part["turns"].max()) if len(part) else 0
+            caption = f"{n} turn{'s' * (n != 1)} measured" if n else "no turns yet"
+            out.append(gr.BarPlot(value=part, caption=caption))
+        return tuple(out)
+
+    async def engine(self) -> str:
+        reading = await self.watch.reading()
+        return engine_markdown(reading, self.rt.scheduler.depth())
+
+
+def add_dashboard(rt: Runtime, demo: gr.Blocks) -> Dash:
+    """Place the dashboard in the current Blocks and wire its refreshes."""
+    panel = build_dash_panel()
+    s = rt.settings
+    dash = Dash(rt, EngineWatch(rt.base_url, s.api_key, every_s=REFRESH_S))
+    plots = [panel.plots["chat"], panel.plots["deep"]]
+    quiet: dict[str, Any] = {"show_progress": "hidden", "queue": False, **PRIVATE}
+    for event in (demo.load, panel.timer.tick):
+        # ticks stay out of the bounded queue, like the Jobs panel's
+        event(dash.latency, outputs=plots, **quiet)
+        event(dash.engine, outputs=panel.engine, **quiet)
+    return dash

@@ -1,0 +1,275 @@
+"""The page as people use it, in a real headless Chromium: speak, hear, type, delegate, watch.
+
+Chromium's fake capture device plays ../shared/audio/jfk.flac (converted to a WAV) into the
+microphone. The app runs as `python -m assistant.cli serve` on the simulated engine, which is
+down when the page first loads and started while the page is open. The tests run in order,
+as one session on one page.
+
+With ASSISTANT_SCREENSHOTS=DIR set, the page is saved there in its main states
+(`scripts/screenshots.py` does this for docs/screenshots).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import soundfile as sf
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.conftest import AUDIO
+from tests.simengine_proc import run_simengine
+from tests.test_ui import REPO, START_TIMEOUT_S, App, app_env, free_port
+
+CHROMIUM = Path("/usr/bin/chromium")
+pytestmark = pytest.mark.skipif(
+    not CHROMIUM.exists(),
+    reason="needs Debian's chromium at /usr/bin/chromium (scripts/setup.sh --test installs it)",
+)
+ARGS = [
+    "--headless=new",
+    "--no-sandbox",  # we run as root in a container
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--use-fake-ui-for-media-stream",  # grant the microphone without asking
+    "--use-fake-device-for-media-stream",
+]
+SHOTS = os.environ.get("ASSISTANT_SCREENSHOTS")
+RECORD_S = 11.5  # the whole JFK clip (11 s)
+# every text the last bot message showed, in order: proof that the reply streamed
+WATCH_REPLIES_JS = """() => {
+  window.__replies = [];
+  const log = document.querySelector('#chatbot');
+  new MutationObserver(() => {
+    const bots = log.querySelectorAll('[data-testid=bot]');
+    const text = bots.length ? bots[bots.length - 1].innerText : '';
+    if (text && window.__replies[window.__replies.length - 1] !== text) {
+      window.__replies.push(text);
+    }
+  }).observe(log, {subtree: true, childList: true, characterData: true});
+}"""
+REPLY_PLAYED_JS = """() => {
+  const a = document.querySelector('#reply-audio audio');
+  return !!a && a.src.startsWith('blob:') && (a.currentTime > 0 || a.played.length > 0);
+}"""
+
+
+@contextlib.contextmanager
+def serve(data_dir: Path, engine_url: str, **env: str) -> Iterator[App]:
+    """`python -m assistant.cli serve --port N` until the page answers; stopped by its PID."""
+    port = free_port()
+    data_dir.mkdir(parents=True, exist_ok=True)
+    log = data_dir / "app.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "assistant.cli", "serve", "--port", str(port)],
+            cwd=REPO,
+            env=app_env(data_dir, engine_url, **env),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    app = App(f"http://127.0.0.1:{port}/", proc, data_dir, log)
+    try:
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while not _answers(app.url):
+            assert proc.poll() is None, f"the app exited: {log.read_text()[-3000:]}"
+            assert time.monotonic() < deadline, f"the app did not start: {log.read_text()}"
+            time.sleep(0.5)
+        yield app
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=5)
+
+
+def _answers(url: str) -> bool:
+    with contextlib.suppress(httpx.HTTPError):
+        return httpx.get(url, timeout=2).status_code == 200
+    return False
+
+
+class Engine:
+    """The simulated engine on a fixed port, started when a test says so."""
+
+    def __init__(self, port: int, stack: contextlib.ExitStack):
+        self.url = f"http://127.0.0.1:{port}/v1"
+        self.port = port
+        self.stack = stack
+
+    def start(self) -> None:
+        # slow enough tokens that the reply visibly streams
+        self.stack.enter_context(run_simengine("--port", str(self.port), "--token-ms", "30"))
+
+
+@pytest.fixture(scope="module")
+def engine() -> Iterator[Engine]:
+    with contextlib.ExitStack() as stack:
+        yield Engine(free_port(), stack)
+
+
+@pytest.fixture(scope="module")
+def app(engine: Engine, tmp_path_factory: pytest.TempPathFactory) -> Iterator[App]:
+    # the engine is down at start: name its kind and model instead of probing them
+    env = {"ASSISTANT_ENGINE_KIND": "vllm", "ASSISTANT_MODEL": "sim-model"}
+    with serve(tmp_path_factory.mktemp("app"), engine.url, **env) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def mic_wav(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Chromium's fake capture reads only 16-bit WAV."""
+    data, rate = sf.read(str(AUDIO / "jfk.flac"), dtype="int16")
+    path = tmp_path_factory.mktemp("mic") / "jfk.wav"
+    sf.write(str(path), data, rate, subtype="PCM_16")
+    return path
+
+
+@pytest.fixture(scope="module")
+def page(app: App, mic_wav: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch_persistent_context(
+            str(tmp_path_factory.mktemp("profile")),  # a fresh user-data-dir
+            executable_path=str(CHROMIUM),
+            headless=True,
+            args=[*ARGS, f"--use-file-for-fake-audio-capture={mic_wav}"],
+            viewport={"width": 1400, "height": 1250},
+        )
+        try:
+            tab = browser.new_page()
+            tab.set_default_timeout(60_000)
+            tab.goto(app.url)
+            yield tab
+        finally:
+            browser.close()
+
+
+def shot(page: Any, name: str, element: Any = None) -> None:
+    if SHOTS:
+        Path(SHOTS).mkdir(parents=True, exist_ok=True)
+        target = element if element is not None else page
+        kw = {} if element is not None else {"full_page": True}
+        target.screenshot(path=str(Path(SHOTS) / f"{name}.png"), **kw)
+
+
+def last_bot(page: Any) -> Any:
+    return page.locator("#chatbot [data-testid=bot]").last
+
+
+def turn_counts(app: App) -> dict[tuple[str, str], float]:
+    """The app's own /metrics: finished turns per (lane, stage)."""
+    text = httpx.get(app.url + "metrics", timeout=10).text
+    return {
+        (s.labels["lane"], s.labels["stage"]): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+        if s.name == "assistant_turn_latency_ms_count"
+    }
+
+
+def test_banner_shows_the_engine_down_then_clears_when_it_starts(page, engine):
+    from playwright.sync_api import expect
+
+    banner = page.locator("#banner")
+    expect(banner).to_contain_text("unreachable", timeout=30_000)
+    expect(page.locator("#engine-panel")).to_contain_text("No engine metrics")
+    expect(page.locator("#engine-panel")).to_contain_text("unreachable")
+    shot(page, "idle")
+    engine.start()
+    # the banner and the engine panel poll by themselves: no reload
+    expect(banner).not_to_contain_text("unreachable", timeout=45_000)
+    expect(page.locator("#engine-panel")).to_contain_text("prefix cache hits", timeout=30_000)
+
+
+def test_a_spoken_question_is_heard_answered_as_it_streams_and_spoken(page, app):
+    from playwright.sync_api import expect
+
+    page.evaluate(WATCH_REPLIES_JS)
+    mic = page.locator("#mic")
+    mic.locator("button.record-button").click()
+    page.wait_for_timeout(RECORD_S * 1000)
+    mic.locator("button.stop-button").click()
+
+    heard = page.locator("#chatbot [data-testid=user]").last
+    expect(heard).to_contain_text("ask not what your country can do for you", timeout=60_000)
+    expect(last_bot(page)).to_contain_text("1st audio", timeout=60_000)
+    page.wait_for_function(REPLY_PLAYED_JS, timeout=30_000)
+
+    final = last_bot(page).inner_text()
+    assert final.startswith("You said: And so my fellow")
+    meta = final.splitlines()[-1]
+    assert meta.startswith("chat · ")
+    for stage in ("stt", "ttft", "1st audio", "total"):
+        assert re.search(rf"{stage} \d+ ms", meta), (stage, meta)
+    partial = [t for t in page.evaluate("window.__replies") if "total" not in t]
+    grew = [len(t) for t in partial if t.startswith("You said")]
+    assert len(grew) >= 3 and grew == sorted(grew) and grew[0] < len(final) // 2, partial
+    # the spoken turn was counted once, after its speech: with its first-audio time
+    counts = turn_counts(app)
+    assert counts[("chat", "total")] == 1 and counts[("chat", "first_audio")] == 1
+    shot(page, "voice-turn")
+
+
+def test_a_typed_turn_shows_its_reply_and_latency_line(page):
+    from playwright.sync_api import expect
+
+    page.get_by_placeholder("Type a message").fill("hello there, how are you?")
+    page.get_by_role("button", name="Send", exact=True).click()
+    expect(last_bot(page)).to_contain_text("You said: hello there, how are you?")
+    expect(last_bot(page)).to_contain_text(re.compile(r"ttft \d+ ms · .*total \d+ ms"))
+    assert last_bot(page).inner_text().splitlines()[-1].startswith("chat · ")
+    shot(page, "chat-turn")
+
+
+def test_a_delegated_task_finishes_in_the_jobs_panel(page):
+    from playwright.sync_api import expect
+
+    page.get_by_placeholder("Type a message").fill("summarize the history of tea")
+    page.get_by_role("button", name="Delegate", exact=True).click()
+    # the job's notice may come right after the hand-off: find the hand-off itself
+    handoff = page.locator("#chatbot [data-testid=bot]", has_text="Handed off").last
+    expect(handoff).to_contain_text(re.compile(r"as job \w+"))
+    job_id = re.search(r"as job (\w+)", handoff.inner_text()).group(1)
+
+    table = page.locator("#jobs-table")
+    row = table.locator("tr", has_text=job_id)
+    expect(row).to_contain_text("done", timeout=60_000)
+    expect(page.locator("#chatbot")).to_contain_text(f"Job {job_id} is done")
+    row.get_by_text(job_id).click()  # selecting the row opens the result
+    expect(page.get_by_text(f"Job {job_id}: done")).to_be_visible()
+    expect(page.get_by_role("button", name="Download .md")).to_be_visible()
+    shot(page, "jobs")
+
+
+def test_the_dashboard_plots_latency_per_lane_and_shows_the_engine(page):
+    from playwright.sync_api import expect
+
+    chat_plot = page.locator("#latency-chat")
+    # voice and typed turns on the chat lane; the timer refreshes the plot
+    expect(chat_plot).to_contain_text(re.compile(r"[2-9] turns measured"), timeout=30_000)
+    axis = chat_plot.locator("[aria-roledescription=axis][aria-label^=X-axis]")
+    expect(axis).to_have_attribute("aria-label", re.compile("1st audio p50.*1st token p95"))
+    assert chat_plot.locator(".mark-rect path").count() == 6  # 3 stages x (p50, p95)
+    expect(page.locator("#latency-deep")).to_contain_text("1 turn measured")
+    engine = page.locator("#engine-panel")
+    expect(engine).to_contain_text(re.compile(r"prefix cache hits\s+0\s+0\s+\d+%"))
+    expect(engine).to_contain_text("This app's lanes: chat 0 running")
+    shot(page, "dashboard", page.locator("#dashboard"))
