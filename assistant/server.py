@@ -114,10 +114,10 @@ def serve(settings: Settings, host: str = "127.0.0.1", port: int = 7860) -> int:
         if not rt.info.reachable:
             print(f"warning: the engine at {rt.base_url} is unreachable: {rt.info.error}",
                   file=sys.stderr)  # fmt: skip
-        demo = build_ui(rt)
-        demo.queue(max_size=settings.max_queue, default_concurrency_limit=CONCURRENCY)
-        # the models are cached per process: warming any SpeechModels warms the page's
+        # one SpeechModels: the lifespan warms it, the page's banner shows its progress
         speech = SpeechModels(rt)
+        demo = build_ui(rt, speech)
+        demo.queue(max_size=settings.max_queue, default_concurrency_limit=CONCURRENCY)
         demo.launch(
             server_name=host,
             server_port=port,

@@ -27,8 +27,9 @@ PAUSE_AUDIO_JS = "() => { document.querySelectorAll('audio').forEach((a) => a.pa
 class EngineStatus:
     """Whether the engine answers, probed at most every few seconds for all sessions."""
 
-    def __init__(self, rt: Runtime):
+    def __init__(self, rt: Runtime, speech: SpeechModels | None = None):
         self.rt = rt
+        self.speech = speech
         self.info: EngineInfo = rt.info
         self.checked = time.monotonic()
         self._lock = asyncio.Lock()
@@ -51,6 +52,11 @@ class EngineStatus:
                 f"⚠️ **The engine at `{self.rt.base_url}` is unreachable** ({info.error}). "
                 "Chat fails until it is back; this page keeps checking."
             )
+        if self.speech is not None and self.speech.loading:
+            lines.append(
+                f"⏳ {self.speech.loading}: voice turns start once they are ready; "
+                "typed chat works now."
+            )
         if self.rt.notice:
             lines.append(f"Note: {self.rt.notice}")
         if shutil.which("ffmpeg") is None:
@@ -58,14 +64,14 @@ class EngineStatus:
         return "\n\n".join(lines)
 
 
-def build_ui(rt: Runtime) -> gr.Blocks:
-    """The whole page for one runtime."""
-    speech = SpeechModels(rt)
+def build_ui(rt: Runtime, speech: SpeechModels | None = None) -> gr.Blocks:
+    """The whole page for one runtime; `speech` is shared with whoever warms the models."""
+    speech = speech or SpeechModels(rt)
     # Gradio encodes a streamed audio output with ffmpeg; without it, speak whole replies
     streamed = shutil.which("ffmpeg") is not None
     turns = Turns(rt, speech, streamed=streamed)
     jobs = Jobs(rt, speech)
-    status = EngineStatus(rt)
+    status = EngineStatus(rt, speech)
     private: dict[str, Any] = {"api_visibility": "private"}
 
     with gr.Blocks(title="Assistant") as demo:

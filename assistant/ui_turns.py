@@ -126,6 +126,8 @@ class SpeechModels:
 
     def __init__(self, rt: Runtime):
         self.rt = rt
+        self.loading: str | None = "Loading the speech models (Whisper, Piper)"
+        """What is still loading, for the page's banner; None once ready."""
 
     async def stt(self) -> Any:
         from assistant.stt import load_stt
@@ -139,11 +141,13 @@ class SpeechModels:
 
     async def warm(self) -> None:
         """Load both at start so the first voice turn does not pay for it."""
-        for load in (self.stt, self.tts):
+        for name, load in (("Whisper", self.stt), ("Piper", self.tts)):
+            self.loading = f"Loading the speech model ({name})"
             try:
                 await load()
             except AssistantError as e:
                 log.warning("speech model not available: %s", e)
+        self.loading = None
 
 
 class Turns:

@@ -1,0 +1,21 @@
+"""The page says while the speech models load, and stops saying it once they are ready."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from assistant.runtime import EngineInfo
+from assistant.ui import EngineStatus
+from assistant.ui_turns import SpeechModels
+
+
+async def test_banner_shows_speech_model_loading_until_warm(settings):
+    rt = SimpleNamespace(
+        info=EngineInfo(True, "vllm", "m"), notice=None, base_url="http://x/v1", settings=settings
+    )
+    speech = SpeechModels(rt)  # type: ignore[arg-type]
+    status = EngineStatus(rt, speech)  # type: ignore[arg-type]
+    assert "Loading the speech model" in await status.banner()
+    await speech.warm()
+    assert speech.loading is None
+    assert "Loading" not in await status.banner()
