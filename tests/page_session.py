@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from gradio_client.utils import apply_diff
 
 
 @dataclass
@@ -72,6 +73,10 @@ class PageSession:
         if r.status_code != 200:
             return Outcome(False, [], r.text, r.status_code)
         event_id = r.json()["event_id"]
+        # a streaming handler sends its first outputs whole, then diffs; its last yield may
+        # skip an output (`gr.skip()`), which then keeps the value it streamed
+        sent: list[Any] | None = None  # as the server tracks it, to apply its diffs to
+        shown: list[Any] = []  # what the page shows: skipped outputs keep their value
         with self.http.stream(
             "GET", "/gradio_api/queue/data", params={"session_hash": self.session_hash}
         ) as stream:
@@ -79,14 +84,33 @@ class PageSession:
                 if not line.startswith("data:"):
                     continue
                 msg = json.loads(line[5:])
-                if msg.get("event_id") != event_id or msg.get("msg") != "process_completed":
+                if msg.get("event_id") != event_id:
                     continue
                 output = msg.get("output") or {}
-                return Outcome(bool(msg.get("success")), output.get("data") or [], _error(output))
+                data = output.get("data") or []
+                if msg.get("msg") == "process_generating" and msg.get("success"):
+                    sent = data if sent is None else _patch(sent, data)
+                    shown = _keep(shown or [None] * len(sent), sent)
+                elif msg.get("msg") == "process_completed":
+                    if shown and len(shown) == len(data):
+                        data = _keep(shown, data)
+                    return Outcome(bool(msg.get("success")), data, _error(output))
         raise RuntimeError(f"the stream ended before {api_name} completed")
 
     def close(self) -> None:
         self.http.close()
+
+
+def _patch(values: list[Any], diffs: list[Any]) -> list[Any]:
+    return [apply_diff(v, d) for v, d in zip(values, diffs, strict=True)]
+
+
+def _keep(old: list[Any], new: list[Any]) -> list[Any]:
+    return [o if _skipped(n) else n for o, n in zip(old, new, strict=True)]
+
+
+def _skipped(value: Any) -> bool:
+    return isinstance(value, dict) and value == {"__type__": "update"}
 
 
 def _error(output: dict[str, Any]) -> str | None:
