@@ -52,6 +52,8 @@ class EngineStatus:
                 f"⚠️ **The engine at `{self.rt.base_url}` is unreachable** ({info.error}). "
                 "Chat fails until it is back; this page keeps checking."
             )
+        # e.g. "the engine rejected request priority": said once, shown while it holds
+        lines += [f"⚠️ {warning}" for warning in self.rt.engine.warnings]
         if self.speech is not None and self.speech.loading:
             lines.append(
                 f"⏳ {self.speech.loading}: voice turns start once they are ready; "

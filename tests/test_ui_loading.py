@@ -11,11 +11,17 @@ from assistant.ui_turns import SpeechModels
 
 async def test_banner_shows_speech_model_loading_until_warm(settings):
     rt = SimpleNamespace(
-        info=EngineInfo(True, "vllm", "m"), notice=None, base_url="http://x/v1", settings=settings
+        info=EngineInfo(True, "vllm", "m"),
+        notice=None,
+        base_url="http://x/v1",
+        settings=settings,
+        engine=SimpleNamespace(warnings=["the engine rejected request priority"]),
     )
     speech = SpeechModels(rt)  # type: ignore[arg-type]
     status = EngineStatus(rt, speech)  # type: ignore[arg-type]
-    assert "Loading the speech model" in await status.banner()
+    first = await status.banner()
+    assert "Loading the speech model" in first
+    assert "rejected request priority" in first  # the engine's warnings are shown too
     await speech.warm()
     assert speech.loading is None
     assert "Loading" not in await status.banner()
