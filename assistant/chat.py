@@ -5,6 +5,7 @@ One turn is an async generator of `TurnUpdate`s so the page can stream it; the C
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from collections.abc import AsyncIterator, Callable
@@ -110,7 +111,8 @@ class ChatService:
         timings = timings or Timings()
         start = started_ms if started_ms is not None else now_ms()
         t0 = now_ms()
-        decision = self.router.decide(text, explicit=force_deep)
+        # the classifier is CPU work (an encoder pass): off the event loop, like STT and TTS
+        decision = await asyncio.to_thread(self.router.decide, text, explicit=force_deep)
         timings.route = now_ms() - t0
         yield TurnUpdate("route", decision=decision)
         result: TurnResult

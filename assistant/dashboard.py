@@ -51,7 +51,8 @@ def latency_frame(rows: Iterable[dict[str, Any]]) -> pd.DataFrame:
             for stat, q in STATS.items():
                 ms = round(float(np.percentile(values, q)), 1)
                 records.append([lane, label, stat, ms, len(values), f"{label} {stat}"])
-    return pd.DataFrame(records, columns=COLUMNS)
+    # typed even when empty: the page's plot stays broken after an untyped (all-object) frame
+    return pd.DataFrame(records, columns=COLUMNS).astype({"ms": "float64", "turns": "int64"})
 
 
 @dataclass

@@ -71,21 +71,34 @@ def app_process(engine_url: str, data_dir: Path) -> Iterator[tuple[str, int]]:
 
 
 def _session(url: str, index: int, turns: int) -> dict[str, Any]:
+    """One user's turns in one conversation; records each turn whose call returned."""
     from gradio_client import Client
 
-    client = Client(url, verbose=False)
-    cid, latencies, errors = "", [], []
+    latencies: list[float] = []
+    errors: list[str] = []
+    returned: list[tuple[str, str]] = []
+    try:
+        client = Client(url, verbose=False)
+    except Exception as e:  # a benchmark counts failures; it does not stop on them
+        failed = [f"{type(e).__name__}: {e}"] * turns
+        return {"latencies": [], "errors": failed, "returned": [], "ok": 0}
+    cid, ok = "", 0
     for t in range(turns):
+        text = f"session {index} turn {t}"
         start = time.perf_counter()
         try:
-            out = client.predict(f"session {index} turn {t}", cid, False, api_name="/chat")
-            cid = out["conversation_id"]
-            if out.get("error") or not out.get("reply"):
-                errors.append(out.get("error") or "empty reply")
-            latencies.append((time.perf_counter() - start) * 1000)
-        except Exception as e:  # a benchmark counts failures; it does not stop on them
+            out = client.predict(text, cid, False, api_name="/chat")
+        except Exception as e:
             errors.append(f"{type(e).__name__}: {e}")
-    return {"cid": cid, "latencies": latencies, "errors": errors}
+            continue
+        latencies.append((time.perf_counter() - start) * 1000)
+        cid = out["conversation_id"]
+        returned.append((cid, text))
+        if out.get("error") or not out.get("reply"):
+            errors.append(out.get("error") or "empty reply")
+        else:
+            ok += 1
+    return {"latencies": latencies, "errors": errors, "returned": returned, "ok": ok}
 
 
 def bench_load(settings: Settings, rounds: int | None) -> dict:
@@ -125,7 +138,11 @@ def bench_load(settings: Settings, rounds: int | None) -> dict:
         from assistant.store import Store
 
         store = Store(Path(tmp) / "assistant.db")
-        stored_turns = sum(len(store.turns(s["cid"])) for s in sessions if s["cid"])
+        returned = [pair for s in sessions for pair in s["returned"]]
+        stored = {cid: [u for u, _ in store.turns(cid)] for cid in {c for c, _ in returned}}
+        # a turn whose call returned must be in the store: anything else is lost
+        lost = sum(1 for cid, text in returned if text not in stored[cid])
+        stored_turns = sum(len(v) for v in stored.values())
         integrity = store.integrity_ok()
         store.close()
     latencies = [ms for s in sessions for ms in s["latencies"]]
@@ -136,10 +153,12 @@ def bench_load(settings: Settings, rounds: int | None) -> dict:
         "sessions": SESSIONS,
         "turns_per_session": turns,
         "jobs": JOBS,
-        "chat_ok": len(latencies) - len(errors),
+        "chat_ok": sum(s["ok"] for s in sessions),
         "chat_errors": len(errors),
         "error_samples": errors[:5],
+        "turns_returned": len(returned),
         "turns_stored": stored_turns,
+        "turns_lost": lost,
         "turns_expected": SESSIONS * turns,
         "jobs_done": states.count("done"),
         "jobs_lost": states.count("missing"),

@@ -44,7 +44,7 @@ def _plot(lane: str) -> gr.BarPlot:
         sort=bar_order(),
         tooltip=["stage", "stat", "ms", "turns"],
         x_label_angle=-30,
-        height=300,
+        height=330,
         show_label=False,
         elem_id=f"latency-{lane}",
     )
@@ -79,7 +79,8 @@ class Dash:
             part = frame[frame["lane"] == lane]
             n = int(part["turns"].max()) if len(part) else 0
             caption = f"{n} turn{'s' * (n != 1)} measured" if n else "no turns yet"
-            out.append(gr.BarPlot(value=part, caption=caption))
+            # None, not an empty frame: the page's plot stays blank after an empty frame
+            out.append(gr.BarPlot(value=part if n else None, caption=caption))
         return tuple(out)
 
     async def engine(self) -> str:

@@ -79,7 +79,9 @@ def build_jobs_panel() -> JobsPanel:
     table = gr.Dataframe(
         headers=HEADERS, value=[], interactive=False, wrap=True, elem_id="jobs-table"
     )
-    selected = gr.Dropdown(label="Job", choices=[], value=None, allow_custom_value=False)
+    selected = gr.Dropdown(
+        label="Job", choices=[], value=None, allow_custom_value=False, elem_id="jobs-selected"
+    )
     view = gr.Markdown()
     with gr.Row():
         download = gr.DownloadButton("Download .md", value=None, size="sm")
@@ -106,12 +108,12 @@ class Jobs:
         """Timer tick: table, selector choices (selection kept), viewer, download."""
         jobs = self.rt.store.jobs(owner_of(self.rt, request), limit=50)
         ids = [j.id for j in jobs]
-        keep = job_id if job_id in ids else None
-        return (
-            job_rows(jobs),
-            gr.Dropdown(choices=ids, value=keep),
-            *self.show(keep, request),
-        )
+        if job_id in ids:
+            return job_rows(jobs), gr.Dropdown(choices=ids), *self.show(job_id, request)
+        if job_id:  # the selected job left the list
+            return job_rows(jobs), gr.Dropdown(choices=ids, value=None), "", None
+        # nothing selected, or a click came after this tick read the selection: leave it be
+        return job_rows(jobs), gr.Dropdown(choices=ids), gr.skip(), gr.skip()
 
     def show(self, job_id: str | None, request: gr.Request) -> tuple[Any, Any]:
         """Viewer and download for the selected job."""
@@ -154,22 +156,24 @@ class Jobs:
         self, history: list[dict[str, Any]], session: Session, speak: bool, request: gr.Request
     ) -> tuple[Any, Any]:
         """Timer tick: a notice in the chat for each of this user's jobs that ended."""
+        # the chat value this tick carries was read when it fired; a turn that ends while
+        # the notice is being spoken makes it stale, and writing it back would drop the
+        # turn's reply. Then the notices wait for the next tick (or the next turn's end).
+        turns = session.turns_ended
         owner = owner_of(self.rt, request)
         ended = await asyncio.to_thread(self.rt.store.unnotified, owner)
-        if not ended:
-            return gr.skip(), gr.skip()
         said = []
-        messages = []
         for job in ended:
             self.rt.store.mark_notified(job.id)
             text, spoken = notice_text(job)
-            messages.append({"role": "assistant", "content": text})
+            session.pending.append({"role": "assistant", "content": text})
             said.append(spoken)
-        audio = await self._say(" ".join(said)) if speak else None
-        if session.busy:
-            # a turn is streaming into the chat: it appends these when it ends
-            session.pending.extend(messages)
+        audio = await self._say(" ".join(said)) if speak and said else None
+        stale = session.busy or session.turns_ended != turns
+        if stale or not session.pending:
+            # a running turn appends the pending notices when it ends
             return gr.skip(), audio if audio else gr.skip()
+        messages, session.pending = list(session.pending), []
         return [*(history or []), *messages], audio if audio else gr.skip()
 
     async def _say(self, text: str) -> bytes | None:

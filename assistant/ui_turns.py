@@ -48,6 +48,8 @@ class Session:
     conversation_id: str | None = None
     owner: str | None = None
     busy: bool = False
+    turns_ended: int = 0
+    """Counts finished turns: a job notice tick tells from it that its chat value went stale."""
     pending: list[dict[str, Any]] = field(default_factory=list)
 
 
@@ -288,6 +290,7 @@ class Turns:
             view.apply(VoiceUpdate("error", text=str(e)))
         finally:
             session.busy = False
+            session.turns_ended += 1
         # notices that arrived while the turn ran go after it
         view.history.extend(session.pending)
         session.pending.clear()
