@@ -68,7 +68,9 @@ def lifespan(rt: Runtime, warm: Callable[[], Any]) -> Callable[[Any], Any]:
     """A FastAPI lifespan that runs the job worker (and warms speech) on the server's loop."""
 
     @contextlib.asynccontextmanager
-    async def run(_app: Any) -> AsyncIterator[None]:
+    async def run(app: Any) -> AsyncIterator[None]:
+        # routes added here exist before the server accepts its first connection
+        add_routes(app, rt)
         worker = asyncio.create_task(rt.worker().serve(), name="job-worker")
         worker.add_done_callback(_report_crash)
         warming = asyncio.create_task(warm(), name="warm-speech")
@@ -130,7 +132,6 @@ def serve(settings: Settings, host: str = "127.0.0.1", port: int = 7860) -> int:
             },
             **launch_options(settings),  # share, SSR, auth, upload cap, blocked paths
         )
-        add_routes(demo, rt)
         if demo.server is not None:
             # uvicorn waits for open connections forever by default; a page's streams
             # would then hold the shutdown (and the job worker's clean stop) hostage
@@ -148,11 +149,11 @@ def serve(settings: Settings, host: str = "127.0.0.1", port: int = 7860) -> int:
                 pidfile.unlink()
 
 
-def add_routes(demo: Any, rt: Runtime) -> None:
+def add_routes(app: Any, rt: Runtime) -> None:
     """The app's own routes beside Gradio's: `/metrics` (see `assistant.metrics_route`)."""
     from assistant.metrics_route import add_metrics_route
 
-    add_metrics_route(demo.app, rt)
+    add_metrics_route(app, rt)
 
 
 def _stop_on_signals() -> threading.Event:
