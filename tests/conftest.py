@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -53,3 +55,15 @@ def sim_engine(url: str, fault: str = "", kind: str = "vllm") -> Engine:
     )
     # the runtime learns the context window from the engine's model list; so do these
     return Engine(client, kind=kind, model="sim-model", context=32768)
+
+
+def stop_process(proc: subprocess.Popen, grace_s: float = 20.0) -> None:
+    """Stop a process the test started, by its PID: SIGTERM, then SIGKILL after `grace_s`."""
+    if proc.poll() is not None:
+        return
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout=grace_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=5)

@@ -14,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import signal
 import subprocess
 import sys
 import time
@@ -27,7 +26,7 @@ import pytest
 import soundfile as sf
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.conftest import AUDIO
+from tests.conftest import AUDIO, stop_process
 from tests.simengine_proc import run_simengine
 from tests.test_ui import REPO, START_TIMEOUT_S, App, app_env, free_port
 
@@ -91,12 +90,7 @@ def serve(data_dir: Path, engine_url: str, **env: str) -> Iterator[App]:
             time.sleep(0.5)
         yield app
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=5)
+        stop_process(proc)
 
 
 def _answers(url: str) -> bool:

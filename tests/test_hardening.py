@@ -28,7 +28,7 @@ from gradio_client import Client, handle_file
 from assistant.audio import SAMPLE_RATE, wav_bytes
 from assistant.store import Store
 from assistant.voice import NOT_CAUGHT
-from tests.conftest import AUDIO
+from tests.conftest import AUDIO, stop_process
 from tests.page_session import PageSession, chat_text
 from tests.simengine_proc import run_simengine, sim_requests, sim_reset
 from tests.test_ui import App, app_env, free_port, run_app
@@ -246,13 +246,7 @@ def serve(data: Path, engine_url: str) -> Iterator[App]:
             time.sleep(0.5)
         yield app
     finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=5)
+        stop_process(proc)
 
 
 def chat_writer(url: str, name: str, done: list, stop: threading.Event) -> None:

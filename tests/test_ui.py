@@ -19,7 +19,7 @@ from gradio_client import Client, handle_file
 
 from assistant.server import is_loopback
 from assistant.store import Store
-from tests.conftest import AUDIO
+from tests.conftest import AUDIO, stop_process
 from tests.simengine_proc import run_simengine
 
 REPO = Path(__file__).resolve().parent.parent
@@ -66,13 +66,7 @@ def run_app(data_dir: Path, engine_url: str, *args: str, **env: str) -> Iterator
         _wait_until_up(app)
         yield app
     finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=5)
+        stop_process(proc)
 
 
 def _wait_until_up(app: App) -> None:
