@@ -78,12 +78,17 @@ async def test_panel_shows_running_and_waiting_requests(sim):
     watch = EngineWatch(sim)
     # a request that stalls holds the only slot; a second one waits behind it
     held = asyncio.create_task(ask(sim, fault="stall:1", stream=True))
-    queued = asyncio.create_task(ask(sim, stream=True))
+    queued: asyncio.Task[httpx.Response] | None = None
     try:
-        deadline = time.monotonic() + 10
+        # the second request is sent only once the stalled one holds the slot: sent together,
+        # either may reach the engine first, and a quick one would finish before the poll
+        deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
             reading = await watch.poll()
-            if reading.metrics and (reading.metrics.running, reading.metrics.waiting) == (1, 1):
+            counts = (reading.metrics.running, reading.metrics.waiting) if reading.metrics else None
+            if counts == (1, 0) and queued is None:
+                queued = asyncio.create_task(ask(sim, stream=True))
+            elif counts == (1, 1) and queued is not None:
                 break
             await asyncio.sleep(0.1)
         assert reading.metrics is not None
@@ -91,9 +96,10 @@ async def test_panel_shows_running_and_waiting_requests(sim):
         assert reading.metrics.kv_usage is not None and reading.metrics.kv_usage > 0
         assert "| 1 | 1 |" in engine_markdown(reading)
     finally:
-        for task in (held, queued):
+        tasks = [t for t in (held, queued) if t is not None]
+        for task in tasks:
             task.cancel()
-        await asyncio.gather(held, queued, return_exceptions=True)
+        await asyncio.gather(*tasks, return_exceptions=True)
 
 
 def test_zero_hit_rate_while_queries_grow_warns():
