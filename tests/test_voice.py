@@ -170,7 +170,7 @@ async def test_every_cancel_stops_the_stream_at_once(settings):
                 task = asyncio.create_task(consume())
                 await asyncio.sleep(0.2 + 0.013 * i)
                 task.cancel()
-                await asyncio.wait_for(asyncio.wait({task}), 1.0)
+                await asyncio.wait_for(asyncio.wait({task}), 5.0)  # generous: shared CI machines
                 assert task.cancelled(), f"cancel {i} did not stop the turn"
             for _ in range(30):
                 if not await _running(url):
