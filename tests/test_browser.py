@@ -14,9 +14,6 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -26,9 +23,9 @@ import pytest
 import soundfile as sf
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.conftest import AUDIO, stop_process
+from tests.app_proc import CLI_SERVE, App, free_port, run_app
+from tests.conftest import AUDIO
 from tests.simengine_proc import run_simengine
-from tests.test_ui import REPO, START_TIMEOUT_S, App, app_env, free_port
 
 CHROMIUM = Path("/usr/bin/chromium")
 pytestmark = pytest.mark.skipif(
@@ -67,38 +64,6 @@ REPLY_PLAYED_JS = """() => {
 }"""
 
 
-@contextlib.contextmanager
-def serve(data_dir: Path, engine_url: str, **env: str) -> Iterator[App]:
-    """`python -m assistant.cli serve --port N` until the page answers; stopped by its PID."""
-    port = free_port()
-    data_dir.mkdir(parents=True, exist_ok=True)
-    log = data_dir / "app.log"
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "assistant.cli", "serve", "--port", str(port)],
-            cwd=REPO,
-            env=app_env(data_dir, engine_url, **env),
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-    app = App(f"http://127.0.0.1:{port}/", proc, data_dir, log)
-    try:
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while not _answers(app.url):
-            assert proc.poll() is None, f"the app exited: {log.read_text()[-3000:]}"
-            assert time.monotonic() < deadline, f"the app did not start: {log.read_text()}"
-            time.sleep(0.5)
-        yield app
-    finally:
-        stop_process(proc)
-
-
-def _answers(url: str) -> bool:
-    with contextlib.suppress(httpx.HTTPError):
-        return httpx.get(url, timeout=2).status_code == 200
-    return False
-
-
 class Engine:
     """The simulated engine on a fixed port, started when a test says so."""
 
@@ -123,7 +88,7 @@ def engine() -> Iterator[Engine]:
 def app(engine: Engine, tmp_path_factory: pytest.TempPathFactory) -> Iterator[App]:
     # the engine is down at start: name its kind and model instead of probing them
     env = {"ASSISTANT_ENGINE_KIND": "vllm", "ASSISTANT_MODEL": "sim-model"}
-    with serve(tmp_path_factory.mktemp("app"), engine.url, **env) as running:
+    with run_app(tmp_path_factory.mktemp("app"), engine.url, entry=CLI_SERVE, **env) as running:
         yield running
 
 

@@ -18,8 +18,8 @@ from assistant.metrics import parse_engine_metrics
 from assistant.metrics_route import scrape_allowed
 from assistant.records import Timings, TurnResult
 from assistant.store import Store
+from tests.app_proc import free_port, run_app
 from tests.simengine_proc import root_url, run_simengine, sim_reset
-from tests.test_ui import free_port, run_app
 
 
 @pytest.fixture(scope="module")

@@ -7,20 +7,16 @@ through `/transcribe`, `/chat` and the page's own voice and chat handlers of a r
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
 import signal
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-import httpx
 import numpy as np
 import pytest
 from gradio_client import Client, handle_file
@@ -28,10 +24,10 @@ from gradio_client import Client, handle_file
 from assistant.audio import SAMPLE_RATE, wav_bytes
 from assistant.store import Store
 from assistant.voice import NOT_CAUGHT
-from tests.conftest import AUDIO, stop_process
+from tests.app_proc import CLI_SERVE, App, run_app
+from tests.conftest import AUDIO
 from tests.page_session import PageSession, chat_text
 from tests.simengine_proc import run_simengine, sim_requests, sim_reset
-from tests.test_ui import App, app_env, free_port, run_app
 
 MAX_QUEUE = 4
 MAX_UPLOAD = 3_000_000
@@ -224,31 +220,6 @@ def test_a_crowd_beyond_the_queue_gets_a_message_not_a_hang(app):
 # SIGKILL mid-write and mid-job
 
 
-@contextlib.contextmanager
-def serve(data: Path, engine_url: str) -> Iterator[App]:
-    """`assistant serve` as its own process (`python -m assistant.cli serve`)."""
-    port = free_port()
-    data.mkdir(parents=True, exist_ok=True)
-    log = data / f"serve-{port}.log"
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "assistant.cli", "serve", "--port", str(port)],
-            cwd=data, env=app_env(data, engine_url), stdout=out, stderr=subprocess.STDOUT,
-        )  # fmt: skip
-    app = App(f"http://127.0.0.1:{port}/", proc, data, log)
-    try:
-        deadline = time.monotonic() + 180
-        while time.monotonic() < deadline:
-            assert proc.poll() is None, log.read_text()
-            with contextlib.suppress(httpx.HTTPError):
-                if httpx.get(app.url, timeout=2).status_code == 200:
-                    break
-            time.sleep(0.5)
-        yield app
-    finally:
-        stop_process(proc)
-
-
 def chat_writer(url: str, name: str, done: list, stop: threading.Event) -> None:
     """Chat turns one after another; records each turn whose call returned."""
     try:
@@ -270,7 +241,7 @@ def chat_writer(url: str, name: str, done: list, stop: threading.Event) -> None:
 def test_sigkill_mid_write_and_mid_job_then_restart_loses_nothing(tmp_path):
     data = tmp_path / "app"
     with run_simengine("--token-ms", "10", "--reasoning-tokens", "3000") as url:
-        with serve(data, url) as first:
+        with run_app(data, url, entry=CLI_SERVE) as first:
             client = Client(first.url, verbose=False)
             running = client.predict("a long deep task", "kill-1", api_name="/delegate")
             waiting = client.predict("another deep task", "kill-2", api_name="/delegate")
@@ -305,7 +276,7 @@ def test_sigkill_mid_write_and_mid_job_then_restart_loses_nothing(tmp_path):
             for cid, text in committed:
                 assert text in [u for u, _ in store.turns(cid)], (cid, text)
 
-        with serve(data, url) as second:  # the same data dir, a new process
+        with run_app(data, url, entry=CLI_SERVE) as second:  # the same data dir, a new process
             deadline = time.monotonic() + 180
             while time.monotonic() < deadline:
                 jobs = {j.id: j for j in store.jobs()}

@@ -20,10 +20,10 @@ from gradio_client import Client, handle_file
 from assistant.security import LoginThrottle, blocked_paths, launch_options, same_origin
 from assistant.settings import Settings
 from assistant.store import Store
+from tests.app_proc import App, run_app
 from tests.conftest import AUDIO
 from tests.page_session import PageSession
 from tests.simengine_proc import root_url, run_simengine
-from tests.test_ui import App, run_app
 
 USERS = {"ann": "pw-ann-1", "bob": "pw-bob-1", "cat": "pw-cat-1", "zed": "pw-zed-1"}
 AUTH = ",".join(f"{u}:{p}" for u, p in USERS.items())

@@ -2,16 +2,11 @@
 
 from __future__ import annotations
 
-import contextlib
-import os
 import signal
-import socket
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
-from pathlib import Path
 
 import httpx
 import pytest
@@ -19,66 +14,9 @@ from gradio_client import Client, handle_file
 
 from assistant.server import is_loopback
 from assistant.store import Store
-from tests.conftest import AUDIO, stop_process
+from tests.app_proc import REPO, App, app_env, free_port, run_app
+from tests.conftest import AUDIO
 from tests.simengine_proc import run_simengine
-
-REPO = Path(__file__).resolve().parent.parent
-START_TIMEOUT_S = 180.0
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def app_env(data_dir: Path, engine_url: str, **extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ASSISTANT_")}
-    env.update(ASSISTANT_DATA_DIR=str(data_dir), ASSISTANT_ENGINE_URL=engine_url, **extra)
-    env["PYTHONPATH"] = str(REPO)
-    return env
-
-
-@dataclass
-class App:
-    url: str
-    proc: subprocess.Popen
-    data_dir: Path
-    log: Path
-
-
-@contextlib.contextmanager
-def run_app(data_dir: Path, engine_url: str, *args: str, **env: str) -> Iterator[App]:
-    """`python app.py --port N` until the page answers; stopped by its PID (SIGTERM)."""
-    port = free_port()
-    log = data_dir / "app.log"
-    data_dir.mkdir(parents=True, exist_ok=True)
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            [sys.executable, str(REPO / "app.py"), "--port", str(port), *args],
-            cwd=data_dir,
-            env=app_env(data_dir, engine_url, **env),
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-    app = App(f"http://127.0.0.1:{port}/", proc, data_dir, log)
-    try:
-        _wait_until_up(app)
-        yield app
-    finally:
-        stop_process(proc)
-
-
-def _wait_until_up(app: App) -> None:
-    deadline = time.monotonic() + START_TIMEOUT_S
-    while time.monotonic() < deadline:
-        if app.proc.poll() is not None:
-            raise RuntimeError(f"the app exited ({app.proc.returncode}): {app.log.read_text()}")
-        with contextlib.suppress(httpx.HTTPError):
-            if httpx.get(app.url, timeout=2).status_code == 200:
-                return
-        time.sleep(0.5)
-    raise RuntimeError(f"the app did not come up: {app.log.read_text()[-3000:]}")
 
 
 @pytest.fixture(scope="module")
