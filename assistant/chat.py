@@ -194,7 +194,11 @@ class ChatService:
             )
         elif reply.incomplete:
             result.error = {
-                "cut": "the engine's stream was cut; the answer above is incomplete",
+                "crashed": f"{reply.note}; "
+                + ("the answer above is incomplete" if reply.content else "please ask again"),
+                "cut": "the connection to the engine broke; the answer above is incomplete",
+                "interrupted": "the engine stopped this answer early to serve another "
+                "request; the answer above is incomplete",
                 "stalled": f"the engine stopped sending for {lane.read_timeout_s:.0f}s; "
                 "the answer above is incomplete",
                 "timeout": "the turn ran past its deadline; the answer above is incomplete",
@@ -233,6 +237,7 @@ class ChatService:
                     elif ev.kind == "finish":
                         reply.finish_reason = ev.finish_reason
                         reply.incomplete = ev.finish_reason in INCOMPLETE
+                        reply.note = ev.text
             finally:
                 await events.aclose()
             timings.llm_total = now_ms() - sent

@@ -11,16 +11,17 @@ import asyncio
 import json
 import logging
 import random
+import threading
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import httpx
 import openai
 from openai import AsyncOpenAI
 
 from assistant.errors import EngineError, EngineUnavailable
-from assistant.prompt import estimate_tokens
+from assistant.prompt import Transcript, estimate_tokens
 from assistant.records import Message, Reply, StreamEvent, now_ms
 from assistant.settings import LaneConfig
 
@@ -33,7 +34,14 @@ STALLED = "stalled"
 """No chunk arrived within the lane's read deadline."""
 TIMED_OUT = "timeout"
 """The lane's total deadline passed."""
-INCOMPLETE = (CUT, STALLED, TIMED_OUT)
+CRASHED = "crashed"
+"""The engine's process died during the request (the finish event's text says how)."""
+INTERRUPTED = "interrupted"
+"""The engine ended the stream cleanly but early, with no finish reason and budget left:
+llama-cpp-python's server does this to a running request when another one arrives."""
+INCOMPLETE = (CUT, STALLED, TIMED_OUT, CRASHED, INTERRUPTED)
+RESTART_WAIT_S = 60.0
+"""How long a request waits for a supervised engine that is restarting."""
 
 _RETRYABLE_STATUS = (408, 429, 500, 502, 503, 504)
 
@@ -76,6 +84,23 @@ PROFILES = {
 }
 
 
+class CrashReport(Protocol):
+    def describe(self) -> str: ...
+
+
+class Supervisor(Protocol):
+    """The engine process's keeper (the embedded engine), where the app owns the process."""
+
+    generation: int
+    """Counts the process's starts."""
+    ready: threading.Event
+    """Set while a process is up and answering."""
+
+    def crash_of(self, generation: int) -> CrashReport | None:
+        """How process `generation` died, if it did (blocking, briefly)."""
+        ...
+
+
 def build_client(base_url: str, api_key: str | None) -> AsyncOpenAI:
     """The one client for an engine. Its own retries are off: this module is the retry layer."""
     return AsyncOpenAI(
@@ -110,6 +135,8 @@ class Engine:
         model: str | None,
         slots: int | None = None,
         context: int | None = None,
+        transcript: Transcript | None = None,
+        supervisor: Supervisor | None = None,
     ):
         if kind not in PROFILES:
             raise EngineError(f"unknown engine kind {kind!r}")
@@ -121,6 +148,9 @@ class Engine:
         """Sequences the engine serves at once, where it reports them."""
         self.context: int | None = context
         """The engine's context window in tokens, where it reports it."""
+        self.transcript = transcript
+        """Set for a base model: requests go to /completions as a transcript."""
+        self.supervisor = supervisor
         self.priority_ok = self.profile.priority
         self.warnings: list[str] = []
         self._listed = False  # the model list was read (see `_discover_model`)
@@ -150,7 +180,10 @@ class Engine:
         started = False
         deadline = asyncio.get_running_loop().time() + lane.total_timeout_s
         stream = await self._open(messages, lane, thinking, budget, tools)
+        generation = self.supervisor.generation if self.supervisor else 0
         finish: str | None = None
+        note = ""
+        produced = 0  # tokens so far, for a stream that ends with no finish reason
         calls: dict[int, dict[str, str]] = {}
         try:
             iterator = stream.__aiter__()
@@ -175,19 +208,30 @@ class Engine:
                     if not started and isinstance(e, openai.APIStatusError):
                         raise EngineError(f"engine error: {e.message}") from e
                     log.info("stream ended early: %s", e)
-                    finish = CUT
+                    finish = CUT  # the connection really broke
                     break
                 usage = getattr(chunk, "usage", None)
                 if usage is not None and getattr(usage, "completion_tokens", None):
                     yield StreamEvent("usage", tokens=usage.completion_tokens)
                 for choice in chunk.choices or []:
+                    if self.transcript is not None:  # a completion: text, no delta
+                        # the answer's first word comes with the space after "Assistant:"
+                        text = choice.text if started else (choice.text or "").lstrip()
+                        if text:
+                            started = True
+                            produced += 1
+                            yield StreamEvent("content", text=text, tokens=1)
+                        finish = choice.finish_reason or finish
+                        continue
                     delta = choice.delta
                     reasoning = _field(delta, "reasoning") or _field(delta, "reasoning_content")
                     if reasoning:
                         started = True
+                        produced += 1
                         yield StreamEvent("reasoning", text=reasoning, tokens=1)
                     if delta is not None and delta.content:
                         started = True
+                        produced += 1
                         yield StreamEvent("content", text=delta.content, tokens=1)
                     for call in (delta.tool_calls if delta is not None else None) or []:
                         entry = calls.setdefault(call.index or 0, {"name": "", "arguments": ""})
@@ -199,16 +243,33 @@ class Engine:
             for call in calls.values():
                 yield StreamEvent("tool_call", text=json.dumps(call))
             if finish is None:
-                finish = CUT  # the stream closed without the engine's own finish reason
-            yield StreamEvent("finish", finish_reason=finish)
+                # a clean end with no finish reason: the budget's end if it was all used
+                # (some servers omit the reason then), else the engine stopped it early
+                finish = "length" if produced >= budget else INTERRUPTED
+            if finish in (CUT, INTERRUPTED) and self.supervisor is not None:
+                note = await self._crash_note(generation)
+                finish = CRASHED if note else CUT
+            yield StreamEvent("finish", text=note, finish_reason=finish)
         finally:
             await stream.close()
+
+    async def _crash_note(self, generation: int) -> str:
+        """'' if process `generation` is alive, else what happened to it and whether it is
+        back (a supervised engine restarts; the turn waits a bounded time to say so)."""
+        assert self.supervisor is not None
+        crash = await asyncio.to_thread(self.supervisor.crash_of, generation)
+        if crash is None:
+            return ""
+        back = await asyncio.to_thread(self.supervisor.ready.wait, RESTART_WAIT_S)
+        return crash.describe() + (" and was restarted" if back else "; it is restarting")
 
     def _fit(self, messages: list[Message], budget: int) -> int:
         """Shrink the budget so prompt plus answer fit the context (engines reject more)."""
         if not self.context:
             return budget
         prompt = sum(estimate_tokens(m.content) + 4 for m in messages)
+        if self.transcript is not None:
+            prompt += estimate_tokens(self.transcript.deep_opening or self.transcript.opening)
         return max(16, min(budget, self.context - prompt - 64))
 
     async def _open(
@@ -227,6 +288,7 @@ class Engine:
             pool=lane.connect_timeout_s,
         )
         attempt = 0
+        waited_restarts = 0  # bounded too: an engine that dies at every start fails the request
         while True:
             params: dict[str, Any] = {}
             try:
@@ -238,7 +300,17 @@ class Engine:
                 )
                 if tools:
                     params["tools"] = tools
-                return await self.client.with_options(timeout=timeout).chat.completions.create(
+                client = self.client.with_options(timeout=timeout)
+                if self.transcript is not None:
+                    return await client.completions.create(
+                        model=lane.model or self.model,  # type: ignore[arg-type]
+                        prompt=self.transcript.render(messages, lane.name),
+                        stop=self.transcript.stop(lane.name),
+                        temperature=self.transcript.temperature(lane.name),
+                        stream=True,
+                        **params,
+                    )
+                return await client.chat.completions.create(
                     model=lane.model or self.model,
                     messages=[{"role": m.role, "content": m.content} for m in messages],
                     stream=True,
@@ -262,6 +334,16 @@ class Engine:
                     raise EngineError(f"the engine refused the request: {e.message}") from e
                 wait = _retry_after(e) or _backoff(attempt)
             except (openai.APIConnectionError, httpx.HTTPError) as e:
+                if (
+                    self.supervisor is not None
+                    and not self.supervisor.ready.is_set()
+                    and waited_restarts < 3
+                ):
+                    waited_restarts += 1
+                    # the engine process died and is being restarted: wait for it, bounded
+                    log.info("the engine is restarting; waiting for it")
+                    if await asyncio.to_thread(self.supervisor.ready.wait, RESTART_WAIT_S):
+                        continue
                 if attempt >= lane.retries:
                     raise EngineUnavailable(
                         f"the engine is unreachable at {self.client.base_url} ({type(e).__name__})"
@@ -326,6 +408,7 @@ async def collect(events: AsyncIterator[StreamEvent]) -> Reply:
             elif ev.kind == "finish":
                 reply.finish_reason = ev.finish_reason
                 reply.incomplete = ev.finish_reason in INCOMPLETE
+                reply.note = ev.text
     finally:
         await events.aclose()  # type: ignore[attr-defined]
     tokens = usage_tokens or reply.content_tokens + reply.reasoning_tokens

@@ -15,7 +15,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 
-from assistant.engine import CUT, INCOMPLETE, STALLED, Engine
+from assistant.engine import CRASHED, CUT, INCOMPLETE, INTERRUPTED, STALLED, Engine
 from assistant.errors import AssistantError, Busy, EngineUnavailable
 from assistant.lanes import LaneScheduler
 from assistant.prompt import Prompts
@@ -30,8 +30,9 @@ HEARTBEAT_S = 2.0
 MAX_RESUMES = 50
 """Bounded: an engine that cuts every stream cannot keep a job alive forever."""
 MAX_ATTEMPTS = 5
-RESUMABLE = ("preempted", CUT, STALLED)
-"""Ends that are not the job's fault: continue from what was generated."""
+RESUMABLE = ("preempted", CUT, INTERRUPTED, STALLED, CRASHED)
+"""Ends that are not the job's fault: continue from what was generated (after an engine crash,
+once the engine is back: opening the next request waits for its restart)."""
 MAX_BUDGET = 131072
 
 
@@ -134,6 +135,8 @@ class JobWorker:
         self.settings = settings
         self.worker_id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
         self.tasks: set[asyncio.Task] = set()
+        self.crashes = 0
+        """Engine crashes that interrupted this worker's jobs (each job resumed)."""
 
     async def serve(self, poll_s: float = 1.0) -> None:
         """Claim and run jobs until cancelled; running jobs are cancelled with it."""
@@ -180,7 +183,7 @@ class JobWorker:
                     return
                 if finish in RESUMABLE and resumes < MAX_RESUMES:
                     resumes += 1
-                    self.scheduler.stats["deep"].preemptions += finish == CUT
+                    self.scheduler.stats["deep"].preemptions += finish in (CUT, INTERRUPTED)
                     log.info(
                         "job %s: %s after %d tokens; resuming",
                         job.id,
@@ -252,6 +255,9 @@ class JobWorker:
                     progress.result += ev.text
                     progress.answer_tokens += 1
                 elif ev.kind == "finish":
+                    if ev.finish_reason == CRASHED:
+                        log.warning("job %s: %s; it resumes", job.id, ev.text)
+                        self.crashes += 1
                     return ev.finish_reason
         finally:
             await events.aclose()

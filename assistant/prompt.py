@@ -14,6 +14,10 @@ from assistant.records import Message
 PROMPTS_DIR = Path(__file__).resolve().parent.parent / "prompts"
 
 
+CONTINUE = "Continue exactly where you stopped; do not repeat anything."
+"""The request that resumes a preempted answer (a transcript continues the answer itself)."""
+
+
 def estimate_tokens(text: str) -> int:
     """A cheap engine-independent estimate (about 4 characters a token)."""
     return len(text) // 4 + 1
@@ -25,12 +29,18 @@ class Prompts:
 
     system: str
     delegate: str
+    transcript: str = ""
+    """The opening of a base model's chat transcript (see `Transcript`)."""
+    transcript_deep: str = ""
+    """The same for the deep lane: an example of a long answer."""
 
     @classmethod
     def load(cls, directory: Path = PROMPTS_DIR) -> Prompts:
         return cls(
             system=(directory / "system.md").read_text().strip(),
             delegate=(directory / "delegate.md").read_text().strip(),
+            transcript=(directory / "transcript.md").read_text().strip(),
+            transcript_deep=(directory / "transcript-deep.md").read_text().strip(),
         )
 
     def chat(self, history: list[tuple[str, str]], text: str, budget: int) -> list[Message]:
@@ -55,6 +65,48 @@ class Prompts:
         if partial:
             messages += [
                 Message("assistant", partial),
-                Message("user", "Continue exactly where you stopped; do not repeat anything."),
+                Message("user", CONTINUE),
             ]
         return messages
+
+
+@dataclass(frozen=True)
+class Transcript:
+    """How a base model is prompted: as a transcript that opens with example exchanges, ending
+    at "Assistant:", and stopped at the next speaker's turn.
+
+    A base model given the chat format rambles on (it never learnt where a turn ends); given a
+    transcript it continues the pattern and answers in the examples' length. The instruction
+    prompts (system.md, delegate.md) mean nothing to it, so they are left out."""
+
+    opening: str
+    """Example exchanges of the length wanted on the chat lane: a line."""
+    deep_opening: str = ""
+    """The deep lane's: an answer of several paragraphs."""
+    user: str = "User:"
+    assistant: str = "Assistant:"
+
+    def render(self, messages: list[Message], lane: str = "chat") -> str:
+        """The transcript of `messages`; a resumed answer (see `Prompts.deep`) stays open."""
+        turns = [m for m in messages if m.role != "system"]
+        partial = ""
+        if len(turns) >= 2 and turns[-1].content == CONTINUE and turns[-2].role == "assistant":
+            partial, turns = turns[-2].content, turns[:-2]
+        lines = [self.deep_opening if lane == "deep" and self.deep_opening else self.opening]
+        for m in turns:
+            speaker = self.user if m.role == "user" else self.assistant
+            # one line per turn: a newline in the text must not start a turn of its own
+            lines.append(f"{speaker} {' '.join(m.content.split())}")
+        # the model writes the answer's leading space itself, as in the examples
+        lines.append(f"{self.assistant} {partial}" if partial else self.assistant)
+        return "\n".join(lines)
+
+    def temperature(self, lane: str) -> float:
+        """Greedy for short answers (a tiny model's best guess is its most likely one); some
+        freedom for long ones, where greedy decoding loops."""
+        return 0.0 if lane == "chat" else 0.7
+
+    def stop(self, lane: str) -> list[str]:
+        """Chat answers end at the line's end; deep answers may run over lines."""
+        stops = [f"\n{self.user}", f"\n{self.assistant}"]
+        return [*stops, "\n"] if lane == "chat" else stops

@@ -86,6 +86,8 @@ class Reply:
     delegate_requested: bool = False
     """True when the chat model called the `delegate` tool."""
     tokens_per_s: float | None = None
+    note: str = ""
+    """Why the stream ended early, where the engine layer knows (an engine crash)."""
 
     @property
     def exhausted(self) -> bool:

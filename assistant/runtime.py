@@ -16,7 +16,7 @@ from assistant.errors import EngineUnavailable
 from assistant.jobs import JobQueue, JobWorker
 from assistant.lanes import LaneScheduler
 from assistant.metrics import AppMetrics
-from assistant.prompt import Prompts
+from assistant.prompt import Prompts, Transcript
 from assistant.settings import Settings
 from assistant.store import Store
 
@@ -102,6 +102,13 @@ class Runtime:
             model=model,
             slots=self.info.slots,
             context=self.info.context,
+            # the embedded model is a base model: prompted as a transcript, not a chat
+            transcript=(
+                Transcript(self.prompts.transcript, self.prompts.transcript_deep)
+                if self.embedded
+                else None
+            ),
+            supervisor=self.embedded,
         )
         deep_max = settings.deep_max_in_flight or (
             max(1, self.info.slots - 1) if self.info.slots else 2

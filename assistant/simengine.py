@@ -291,8 +291,8 @@ class SimEngine:
             choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
             await send(sse(base | {"choices": [choice]}))
 
-        stop_at = -1  # the token index where a cut or stall fault strikes
-        if fault in ("stall", "cut"):
+        stop_at = -1  # the token index where a cut, stall or interrupt fault strikes
+        if fault in ("stall", "cut", "interrupt"):
             stop_at = int(arg or (0 if fault == "stall" else cfg.cut_after))
         if stream:  # headers at once, like vLLM; the first chunk comes after prefill
             await send(start([(b"content-type", b"text/event-stream")]))
@@ -316,6 +316,11 @@ class SimEngine:
                 if i == stop_at or (token is None and stop_at > i):
                     if fault == "cut":
                         raise Cut
+                    if fault == "interrupt" and stream:
+                        # like llama-cpp-python when another request arrives: a clean end
+                        # with no finish reason
+                        await send(part(b"data: [DONE]\n\n", more=False))
+                        return
                     await asyncio.sleep(cfg.stall_s)  # cancelled when the client gives up
                 if token is None:
                     break

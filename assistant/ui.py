@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import shutil
 import time
+from dataclasses import replace
 from typing import Any
 
 import gradio as gr
@@ -35,6 +36,12 @@ class EngineStatus:
         self._lock = asyncio.Lock()
 
     async def check(self) -> EngineInfo:
+        embedded = self.rt.embedded
+        if embedded is not None:
+            # our own process: its supervisor knows. No HTTP probe, because llama-cpp-python's
+            # server stops a running generation when any request (even GET /models) arrives.
+            up = embedded.ready.is_set()
+            return replace(self.info, reachable=up, error=None if up else "restarting")
         async with self._lock:
             if time.monotonic() - self.checked >= PROBE_CACHE_S:
                 s = self.rt.settings
@@ -52,6 +59,9 @@ class EngineStatus:
                 f"⚠️ **The engine at `{self.rt.base_url}` is unreachable** ({info.error}). "
                 "Chat fails until it is back; this page keeps checking."
             )
+        crash = self.rt.embedded.status() if self.rt.embedded is not None else ""
+        if crash:
+            lines.append(f"⚠️ {crash[0].upper()}{crash[1:]}")
         # e.g. "the engine rejected request priority": said once, shown while it holds
         lines += [f"⚠️ {warning}" for warning in self.rt.engine.warnings]
         if self.speech is not None and self.speech.loading:

@@ -69,6 +69,7 @@ def bench_voice(settings: Settings, rounds: int | None) -> dict:
     per_stage: dict[str, list[float]] = {k: [] for k in STAGES}
     seq_first: list[float] = []
     pipe_first: list[float] = []
+
     async def run_all(rt: Any) -> None:
         # one event loop for the whole run: the runtime's queues and locks belong to it
         await rt.chat.run("warm up", deep_inline=True)

@@ -17,6 +17,7 @@ from assistant.engine import Engine
 from assistant.settings import Settings, load_settings
 from tests.simengine_proc import run_simengine
 
+pytest_plugins = ["tests.ci_strict"]
 # nothing in the test suite may fetch weights from a hub
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 AUDIO = Path(__file__).resolve().parent.parent.parent / "shared" / "audio"

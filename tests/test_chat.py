@@ -103,6 +103,16 @@ async def test_stream_cut_keeps_the_partial_answer_marked_incomplete(sim_url, se
     assert chat.store.turns(cid)[0][1].incomplete
 
 
+async def test_an_interrupted_turn_says_so_and_a_finished_one_is_not_marked(sim_url, settings):
+    s = sim_settings(settings, sim_url)
+    chat = _service(s, sim_engine(sim_url, fault="interrupt:4"))
+    result = await chat.run("hi")
+    assert result.incomplete and result.reply and result.finish_reason == "interrupted"
+    assert "stopped this answer early" in result.error and "cut" not in result.error
+    whole = await _service(s, sim_engine(sim_url)).run("hi")
+    assert whole.finish_reason == "stop" and not whole.incomplete and whole.error is None
+
+
 async def test_engine_down_gives_a_clear_error_not_a_crash(settings):
     s = sim_settings(settings, "http://127.0.0.1:9/v1")
     from assistant.engine import Engine, build_client

@@ -106,3 +106,107 @@ async def test_chat_preempts_a_deep_job_on_the_real_engine(runtime):
     assert final.state == "done", final.error
     assert final.result.startswith(partial)  # what it generated before the chat turn is kept
     assert runtime.scheduler.stats["deep"].preemptions >= 1
+
+
+class _CrashesAtFirstGeneration(EmbeddedEngine):
+    """Lists its model, dies at its first generation: the wrong-CPU build's failure."""
+
+    def command(self) -> list[str]:
+        import sys
+
+        return [sys.executable, "-m", "tests.fake_llama", str(self.port)]
+
+
+def test_start_checks_a_real_generation_and_tells_the_cause(tmp_path):
+    from assistant.errors import EngineUnavailable
+
+    engine = _CrashesAtFirstGeneration(tmp_path, log_path=tmp_path / "engine.log")
+    with pytest.raises(EngineUnavailable) as caught:
+        engine.start(timeout_s=30)
+    message = str(caught.value)
+    assert "killed by SIGSEGV" in message and "at its first generation" in message
+    assert "ldtilecfg" in message  # the last lines of its log
+    assert engine.proc is None or engine.proc.poll() is not None
+
+
+async def _kill_when(runtime, sig, ready) -> int:
+    """Kill the engine process with `sig` once `ready()` holds; returns the pid killed."""
+    import asyncio
+    import signal as _signal
+
+    deadline = time.monotonic() + 300
+    while not ready():
+        assert time.monotonic() < deadline, "never reached the point to kill the engine"
+        await asyncio.sleep(0.05)
+    pid = runtime.embedded.pid
+    os.kill(pid, getattr(_signal, sig))
+    return pid
+
+
+@same_loop
+async def test_engine_killed_mid_turn_is_reported_and_restarted(runtime):
+    import asyncio
+
+    restarts = runtime.embedded.restarts
+    seen: list[str] = []
+    result = None
+
+    async def turn():
+        nonlocal result
+        async for update in runtime.chat.turn(
+            "Write a long story about a lighthouse keeper.", force_deep=True, deep_inline=True
+        ):
+            if update.kind == "content":
+                seen.append(update.text)
+            elif update.kind == "done":
+                result = update.result
+
+    task = asyncio.create_task(turn())
+    killed = await _kill_when(runtime, "SIGSEGV", lambda: bool(seen))
+    await asyncio.wait_for(task, 300)
+    assert result is not None
+    assert result.finish_reason == "crashed" and result.incomplete
+    assert "SIGSEGV" in result.error and "was restarted" in result.error, result.error
+    assert "stream was cut" not in result.error
+    assert result.reply == "".join(seen)  # what arrived before the crash is kept
+    crash = runtime.embedded.crashes[-1]
+    assert crash.pid == killed and "SIGSEGV" in crash.cause and crash.log_tail
+    assert runtime.embedded.restarts == restarts + 1 and runtime.embedded.pid != killed
+    # the banner says so, and the restarted engine answers the next turn
+    from assistant.ui import EngineStatus
+
+    banner = await EngineStatus(runtime).banner()
+    assert "SIGSEGV" in banner and "restarted" in banner
+    again = await runtime.chat.run("What is the capital of France?", deep_inline=True)
+    assert again.error is None and again.reply.strip(), again.error
+
+
+@same_loop
+async def test_engine_killed_mid_job_resumes_the_job(runtime):
+    import asyncio
+
+    worker = runtime.worker()
+    serving = asyncio.create_task(worker.serve(poll_s=0.1))
+    try:
+        job = runtime.jobs.submit("local", "Write a long story about a lighthouse keeper.")
+        partial = ""
+
+        def producing() -> bool:
+            nonlocal partial
+            partial = runtime.store.job(job.id).result
+            return len(partial.split()) > 5
+
+        await _kill_when(runtime, "SIGKILL", producing)
+        deadline = time.monotonic() + 900
+        while runtime.store.job(job.id).state in ("queued", "running"):
+            assert time.monotonic() < deadline, "the job never finished after the crash"
+            await asyncio.sleep(0.1)
+    finally:
+        serving.cancel()
+        await asyncio.gather(serving, return_exceptions=True)
+    final = runtime.store.job(job.id)
+    assert final.state == "done", final.error
+    assert final.result.startswith(partial)  # kept across the crash, then continued
+    assert worker.crashes == 1
+    assert "SIGKILL" in runtime.embedded.crashes[-1].cause
+    assert "SIGKILL" in runtime.embedded.status() and "restarted" in runtime.embedded.status()

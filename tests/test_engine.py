@@ -138,3 +138,25 @@ async def test_context_is_learned_when_the_engine_was_down_at_start(sim_url, set
     reply = await engine.complete(ASK, s.deep)
     assert reply.content and engine.context == 32768
     assert _requests(sim_url)[0]["max_tokens"] <= 32768 - 10
+
+
+async def test_a_clean_early_end_is_an_interruption_not_a_cut(sim_url, settings):
+    """llama-cpp-python ends a running stream cleanly, with no finish reason, when another
+    request arrives: that is reported as such, and is not a broken connection."""
+    s = sim_settings(settings, sim_url)
+    reply = await sim_engine(sim_url, fault="interrupt:4").complete(ASK, s.chat)
+    assert reply.finish_reason == "interrupted" and reply.incomplete
+    assert 0 < len(reply.content.split()) <= 4
+
+
+async def test_a_stream_with_a_finish_reason_is_complete(sim_url, settings):
+    s = sim_settings(settings, sim_url)
+    reply = await sim_engine(sim_url).complete(ASK, s.chat)
+    assert reply.finish_reason == "stop" and not reply.incomplete
+
+
+async def test_a_stream_that_used_its_whole_budget_is_length_without_a_reason(sim_url, settings):
+    """Some servers end at the budget with no finish reason: the budget's end, not a cut."""
+    s = sim_settings(settings, sim_url)
+    reply = await sim_engine(sim_url, fault="interrupt:16").complete(ASK, s.chat, max_tokens=16)
+    assert reply.finish_reason == "length" and not reply.incomplete
