@@ -210,8 +210,12 @@ class Turns:
             speak=speak,
             force_deep=deep,
         )
+        cleared = False
         async for history_out, audio in self._stream(view, turn, session):
-            yield history_out, "", audio
+            # the textbox is cleared once, as the turn starts: what the user types next while
+            # the reply still streams or plays must not be wiped by a later update
+            yield history_out, gr.skip() if cleared else "", audio
+            cleared = True
 
     async def voice(
         self,

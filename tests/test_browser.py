@@ -193,11 +193,19 @@ def test_a_spoken_question_is_heard_answered_as_it_streams_and_spoken(page, app)
 def test_a_typed_turn_shows_its_reply_and_latency_line(page):
     from playwright.sync_api import expect
 
-    page.get_by_placeholder("Type a message").fill("hello there, how are you?")
+    box = page.get_by_placeholder("Type a message")
+    box.fill("hello there, how are you?")
     page.get_by_role("button", name="Send", exact=True).click()
+    expect(box).to_have_value("")  # cleared as the turn starts
+    expect(last_bot(page)).to_contain_text("You said: hello there")
+    # typing the next message while the reply still streams and is spoken: it stays
+    box.fill("the next question")
     expect(last_bot(page)).to_contain_text("You said: hello there, how are you?")
     expect(last_bot(page)).to_contain_text(re.compile(r"ttft \d+ ms · .*total \d+ ms"))
     assert last_bot(page).inner_text().splitlines()[-1].startswith("chat · ")
+    page.wait_for_timeout(1000)  # the latency line came in the turn's last update; and after
+    expect(box).to_have_value("the next question")
+    box.fill("")
     shot(page, "chat-turn")
 
 
