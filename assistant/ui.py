@@ -36,7 +36,7 @@ class EngineStatus:
         self._lock = asyncio.Lock()
 
     async def check(self) -> EngineInfo:
-        embedded = self.rt.embedded
+        embedded = getattr(self.rt, "embedded", None)
         if embedded is not None:
             # our own process: its supervisor knows. No HTTP probe, because llama-cpp-python's
             # server stops a running generation when any request (even GET /models) arrives.
@@ -59,7 +59,7 @@ class EngineStatus:
                 f"⚠️ **The engine at `{self.rt.base_url}` is unreachable** ({info.error}). "
                 "Chat fails until it is back; this page keeps checking."
             )
-        crash = self.rt.embedded.status() if self.rt.embedded is not None else ""
+        crash = embedded.status() if (embedded := getattr(self.rt, "embedded", None)) else ""
         if crash:
             lines.append(f"⚠️ {crash[0].upper()}{crash[1:]}")
         # e.g. "the engine rejected request priority": said once, shown while it holds
