@@ -35,13 +35,13 @@ def _runtime(settings: Settings):
 
 
 def cmd_chat(args: argparse.Namespace, settings: Settings) -> int:
-    from assistant.chat import check_text, raise_for
+    from assistant.turns.chat import check_text, raise_for
 
     text = check_text(" ".join(args.text), settings.max_text_chars)
     with _runtime(settings) as rt:
         cid = rt.store.new_conversation("local", title=text)
         result = asyncio.run(
-            rt.chat.run(text, conversation_id=cid, force_deep=args.deep, deep_inline=True)
+            rt.turns.ask(text, conversation_id=cid, force_deep=args.deep, deep_inline=True)
         )
     if args.json:
         _print_json(result.as_json())
@@ -71,9 +71,9 @@ def _app_running(settings: Settings) -> bool:
 
 
 def cmd_delegate(args: argparse.Namespace, settings: Settings) -> int:
-    from assistant.chat import check_text
     from assistant.jobs import JobQueue
-    from assistant.store import Store
+    from assistant.store.db import Store
+    from assistant.turns.chat import check_text
 
     text = check_text(" ".join(args.text), settings.max_text_chars)
     wait = args.wait
@@ -101,7 +101,7 @@ def cmd_delegate(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_jobs(args: argparse.Namespace, settings: Settings) -> int:
-    from assistant.store import Store
+    from assistant.store.db import Store
 
     store = Store(settings.db_path)
     try:
@@ -135,7 +135,7 @@ def cmd_jobs(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_route(args: argparse.Namespace, settings: Settings) -> int:
-    from assistant.router import Router
+    from assistant.routing.router import Router
 
     router = Router.load().warm()  # so the first decision's ms is a decision, not a load
     for text in args.text:
@@ -148,7 +148,7 @@ def cmd_route(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_transcribe(args: argparse.Namespace, settings: Settings) -> int:
-    from assistant.stt import transcribe_file
+    from assistant.speech.stt import transcribe_file
 
     t = transcribe_file(Path(args.file), settings)
     if args.json:
@@ -159,7 +159,7 @@ def cmd_transcribe(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_speak(args: argparse.Namespace, settings: Settings) -> int:
-    from assistant.tts import speak_to_file
+    from assistant.speech.tts import speak_to_file
 
     speak_to_file(" ".join(args.text), Path(args.output), settings)
     return 0
@@ -172,13 +172,13 @@ def cmd_doctor(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
-    from assistant.server import serve
+    from assistant.web.server import serve
 
     return serve(settings, host=args.host, port=args.port)
 
 
 def cmd_bench(args: argparse.Namespace, settings: Settings) -> int:
-    from assistant.bench import run_bench
+    from assistant.devtools.bench import run_bench
 
     return run_bench(args.which, settings, as_json=args.json, rounds=args.rounds)
 

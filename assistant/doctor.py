@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass, replace
 
 import httpx
 
-from assistant.engine import Engine
+from assistant.engine.client import Engine
 from assistant.errors import AssistantError
 from assistant.metrics import parse_engine_metrics
 from assistant.records import Message, now_ms

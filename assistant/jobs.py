@@ -15,13 +15,14 @@ import time
 import uuid
 from dataclasses import dataclass, field
 
-from assistant.engine import CRASHED, CUT, INCOMPLETE, INTERRUPTED, STALLED, Engine
+from assistant.engine.client import Engine
+from assistant.engine.fold import Fold
+from assistant.engine.lanes import LaneScheduler
 from assistant.errors import AssistantError, Busy, EngineUnavailable
-from assistant.lanes import LaneScheduler
-from assistant.prompt import Prompts
-from assistant.records import Job
+from assistant.records import CRASHED, CUT, INCOMPLETE, INTERRUPTED, STALLED, Job, Reply
 from assistant.settings import Settings
-from assistant.store import Store
+from assistant.store.db import Store
+from assistant.turns.prompt import Prompts
 
 log = logging.getLogger(__name__)
 
@@ -106,12 +107,20 @@ class JobQueue:
 class Progress:
     """What a running job has produced so far (saved at each heartbeat)."""
 
-    result: str = ""
-    reasoning: str = ""
-    answer_tokens: int = 0
-    reasoning_tokens: int = 0
-    finish: str | None = None
+    reply: Reply = field(default_factory=Reply)
     started: float = field(default_factory=time.monotonic)
+
+    @property
+    def result(self) -> str:
+        return self.reply.content
+
+    @property
+    def reasoning(self) -> str:
+        return self.reply.reasoning
+
+    @property
+    def tokens(self) -> int:
+        return self.reply.content_tokens + self.reply.reasoning_tokens
 
 
 class JobWorker:
@@ -166,7 +175,9 @@ class JobWorker:
         return self.store.job(job_id)  # type: ignore[return-value]
 
     async def run(self, job: Job) -> None:
-        progress = Progress(result=job.result, reasoning=job.reasoning)
+        progress = Progress(Reply(content=job.result, reasoning=job.reasoning))
+        progress.reply.content_tokens = job.answer_tokens
+        progress.reply.reasoning_tokens = job.reasoning_tokens
         progress.started -= job.elapsed_s
         resumes = 0
         try:
@@ -188,7 +199,7 @@ class JobWorker:
                         "job %s: %s after %d tokens; resuming",
                         job.id,
                         finish,
-                        progress.answer_tokens + progress.reasoning_tokens,
+                        progress.tokens,
                     )
                     continue  # keep what it generated; ask for the lane again and continue
                 break
@@ -206,7 +217,9 @@ class JobWorker:
                 self._end(job, progress, "failed", error=f"the stream kept ending early ({finish})")
             else:
                 if finish == "length":
-                    progress.result += f"\n\n*(stopped at the budget of {job.budget} tokens)*"
+                    progress.reply.content += (
+                        f"\n\n*(stopped at the budget of {job.budget} tokens)*"
+                    )
                 self._end(job, progress, "done")
         except asyncio.CancelledError:
             # the app is stopping: save progress and hand the job back to the queue
@@ -244,17 +257,13 @@ class JobWorker:
 
     async def _generate(self, messages: list, job: Job, progress: Progress) -> str | None:
         lane = self.settings.deep
-        remaining = max(256, job.budget - progress.answer_tokens - progress.reasoning_tokens)
+        remaining = max(256, job.budget - progress.tokens)
+        fold = Fold(progress.reply)  # continues the answer kept so far
         events = self.engine.stream(messages, lane, max_tokens=remaining)
         try:
             async for ev in events:
-                if ev.kind == "reasoning":
-                    progress.reasoning += ev.text
-                    progress.reasoning_tokens += 1
-                elif ev.kind == "content":
-                    progress.result += ev.text
-                    progress.answer_tokens += 1
-                elif ev.kind == "finish":
+                fold.add(ev)
+                if ev.kind == "finish":
                     if ev.finish_reason == CRASHED:
                         log.warning("job %s: %s; it resumes", job.id, ev.text)
                         self.crashes += 1
@@ -277,8 +286,8 @@ class JobWorker:
             LEASE_S,
             result=progress.result,
             reasoning=progress.reasoning,
-            answer_tokens=progress.answer_tokens,
-            reasoning_tokens=progress.reasoning_tokens,
+            answer_tokens=progress.reply.content_tokens,
+            reasoning_tokens=progress.reply.reasoning_tokens,
             elapsed_s=round(time.monotonic() - progress.started, 2),
         )
 
@@ -289,8 +298,8 @@ class JobWorker:
             state,
             result=progress.result,
             reasoning=progress.reasoning,
-            answer_tokens=progress.answer_tokens,
-            reasoning_tokens=progress.reasoning_tokens,
+            answer_tokens=progress.reply.content_tokens,
+            reasoning_tokens=progress.reply.reasoning_tokens,
             elapsed_s=round(time.monotonic() - progress.started, 2),
             error=error,
         )

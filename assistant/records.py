@@ -10,18 +10,36 @@ Lane = Literal["chat", "deep"]
 Role = Literal["system", "user", "assistant"]
 JobState = Literal["queued", "running", "done", "failed", "cancelled"]
 
-TIMING_KEYS = (
-    "stt",
-    "route",
-    "queue",
-    "ttft",
-    "first_sentence",
-    "tts_first_audio",
-    "llm_total",
-    "tts_total",
-    "first_audio",
-    "total",
-)
+STAGES = {
+    "endpoint": "endpoint",
+    "stt": "stt",
+    "route": "route",
+    "queue": "queue",
+    "ttft": "ttft",
+    "first_sentence": "1st sentence",
+    "tts_first_audio": "tts 1st",
+    "llm_total": "llm",
+    "tts_total": "tts",
+    "first_audio": "1st audio",
+    "total": "total",
+}
+"""The one list of latency stages (DESIGN.md section 6), in order, with their short labels."""
+TIMING_KEYS = tuple(STAGES)
+
+
+# finish reasons the engine client adds to the engine's own ("stop", "length", "tool_calls")
+CUT = "cut"
+"""The connection ended before the engine said it had finished."""
+STALLED = "stalled"
+"""No chunk arrived within the lane's read deadline."""
+TIMED_OUT = "timeout"
+"""The lane's total deadline passed."""
+CRASHED = "crashed"
+"""The engine's process died during the request (the finish event's text says how)."""
+INTERRUPTED = "interrupted"
+"""The engine ended the stream cleanly but early, with no finish reason and budget left:
+llama-cpp-python's server does this to a running request when another one arrives."""
+INCOMPLETE = (CUT, STALLED, TIMED_OUT, CRASHED, INTERRUPTED)
 
 
 @dataclass(frozen=True)
@@ -57,6 +75,8 @@ class StreamEvent:
 class Timings:
     """Per-turn latency record in milliseconds (DESIGN.md section 6); None = not measured."""
 
+    endpoint: float | None = None
+    """Hands-free only: how long the end of speech took to detect."""
     stt: float | None = None
     route: float | None = None
     queue: float | None = None
@@ -188,10 +208,14 @@ def now_ms() -> float:
 
 
 @dataclass
-class TurnUpdate:
-    """A step of a turn in progress, for pages that stream."""
+class TurnEvent:
+    """One step of a turn in progress: what every stage of the pipeline yields."""
 
-    kind: Literal["route", "reasoning", "content", "done"]
+    kind: Literal["transcript", "route", "reasoning", "content", "audio", "error", "done"]
     text: str = ""
+    transcript: Transcript | None = None
     decision: RouteDecision | None = None
+    audio: AudioChunk | None = None
+    """One synthesized piece of the answer (kind "audio")."""
     result: TurnResult | None = None
+    """The finished turn (kind "done"), with its final timings once the pipeline ends it."""

@@ -9,16 +9,17 @@ from typing import Any
 
 import httpx
 
-from assistant.chat import ChatService
-from assistant.embedded import CHAT_BUDGET, DEEP_BUDGET, NOTICE, EmbeddedEngine
-from assistant.engine import Engine, build_client
+from assistant.engine.client import Engine, build_client
+from assistant.engine.embedded import CHAT_BUDGET, DEEP_BUDGET, NOTICE, EmbeddedEngine
+from assistant.engine.lanes import LaneScheduler
 from assistant.errors import EngineUnavailable
 from assistant.jobs import JobQueue, JobWorker
-from assistant.lanes import LaneScheduler
 from assistant.metrics import AppMetrics
-from assistant.prompt import Prompts, Transcript
 from assistant.settings import Settings
-from assistant.store import Store
+from assistant.store.db import Store
+from assistant.turns.chat import ChatService
+from assistant.turns.pipeline import Pipeline
+from assistant.turns.prompt import Prompts, Transcript
 
 log = logging.getLogger(__name__)
 
@@ -125,13 +126,18 @@ class Runtime:
             store=self.store,
             prompts=self.prompts,
             jobs=self.jobs,
-            on_finish=lambda result: self.metrics.observe(result.lane, result.timings),
+        )
+        self.turns = Pipeline(
+            self.chat,
+            settings,
+            log_to=self.store,
+            observe=lambda result: self.metrics.observe(result.lane, result.timings),
         )
 
     @property
     def router(self) -> Any:
         if self._router is None:
-            from assistant.router import Router
+            from assistant.routing.router import Router
 
             self._router = Router.load().warm()
         return self._router

@@ -20,7 +20,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from assistant.embedder import default_model_dir
+from assistant.routing.embedder import default_model_dir
 
 OUT = Path(__file__).resolve().parents[1] / "assistant" / "data" / "minilm.onnx"
 

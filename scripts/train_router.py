@@ -17,8 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
-from assistant.embedder import MiniLM
-from assistant.router import Head, embed, load_examples, stratified_folds
+from assistant.routing.embedder import MiniLM
+from assistant.routing.router import Head, embed, load_examples, stratified_folds
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "assistant" / "data"

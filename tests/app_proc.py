@@ -7,14 +7,11 @@ import os
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import httpx
-
-from tests.conftest import stop_process
+from assistant.devtools.launcher import running
 
 REPO = Path(__file__).resolve().parent.parent
 START_TIMEOUT_S = 180.0
@@ -51,32 +48,16 @@ def run_app(
 ) -> Iterator[App]:
     """The app (`entry`) on a free port until the page answers; stopped by its PID (SIGTERM)."""
     port = free_port()
-    log = data_dir / "app.log"
     data_dir.mkdir(parents=True, exist_ok=True)
-    # appended: an app restarted on the same data dir keeps the first run's output readable
-    with log.open("ab") as out:
-        proc = subprocess.Popen(
-            [sys.executable, *entry, "--port", str(port), *args],
-            cwd=data_dir,
-            env=app_env(data_dir, engine_url, **env),
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-    app = App(f"http://127.0.0.1:{port}/", proc, data_dir, log)
-    try:
-        _wait_until_up(app)
-        yield app
-    finally:
-        stop_process(proc)
-
-
-def _wait_until_up(app: App) -> None:
-    deadline = time.monotonic() + START_TIMEOUT_S
-    while time.monotonic() < deadline:
-        if app.proc.poll() is not None:
-            raise RuntimeError(f"the app exited ({app.proc.returncode}): {app.log.read_text()}")
-        with contextlib.suppress(httpx.HTTPError):
-            if httpx.get(app.url, timeout=2).status_code == 200:
-                return
-        time.sleep(0.5)
-    raise RuntimeError(f"the app did not come up: {app.log.read_text()[-3000:]}")
+    url = f"http://127.0.0.1:{port}/"
+    # the log is appended: an app restarted on the same data dir keeps the first run's output
+    with running(
+        [sys.executable, *entry, "--port", str(port), *args],
+        url=url,
+        timeout_s=START_TIMEOUT_S,
+        env=app_env(data_dir, engine_url, **env),
+        cwd=data_dir,
+        log=data_dir / "app.log",
+        grace_s=20,
+    ) as p:
+        yield App(url, p.proc, data_dir, data_dir / "app.log")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 from collections.abc import Iterator
 from dataclasses import replace
@@ -13,7 +12,8 @@ import httpx
 import pytest
 from openai import AsyncOpenAI
 
-from assistant.engine import Engine
+from assistant.devtools.launcher import stop
+from assistant.engine.client import Engine
 from assistant.settings import Settings, load_settings
 from tests.simengine_proc import run_simengine
 
@@ -60,11 +60,4 @@ def sim_engine(url: str, fault: str = "", kind: str = "vllm") -> Engine:
 
 def stop_process(proc: subprocess.Popen, grace_s: float = 20.0) -> None:
     """Stop a process the test started, by its PID: SIGTERM, then SIGKILL after `grace_s`."""
-    if proc.poll() is not None:
-        return
-    proc.send_signal(signal.SIGTERM)
-    try:
-        proc.wait(timeout=grace_s)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait(timeout=5)
+    stop(proc, grace_s)

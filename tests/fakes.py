@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 
-from assistant.engine import Engine
+from assistant.engine.client import Engine
 from assistant.records import Message, StreamEvent
 from assistant.settings import LaneConfig
 

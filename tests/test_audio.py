@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from assistant import audio
-from assistant.audio import SAMPLE_RATE, is_silent, load_array, load_audio, wav_bytes
 from assistant.errors import BadInput
+from assistant.speech import audio
+from assistant.speech.audio import SAMPLE_RATE, is_silent, load_array, load_audio, wav_bytes
 
 AUDIO = Path(os.environ.get("ASSISTANT_TEST_AUDIO", Path(__file__).parents[2] / "shared/audio"))
 REFS = json.loads((AUDIO / "transcripts.json").read_text())

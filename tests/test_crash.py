@@ -11,10 +11,10 @@ import sys
 import time
 from pathlib import Path
 
+from assistant.engine.lanes import LaneScheduler
 from assistant.jobs import JobQueue, JobWorker
-from assistant.lanes import LaneScheduler
-from assistant.prompt import Prompts
-from assistant.store import Store
+from assistant.store.db import Store
+from assistant.turns.prompt import Prompts
 from tests.conftest import sim_engine, sim_settings
 from tests.simengine_proc import run_simengine
 
@@ -24,7 +24,7 @@ WRITER = """
 import sys
 from pathlib import Path
 from assistant.records import Timings, TurnResult
-from assistant.store import Store
+from assistant.store.db import Store
 store = Store(Path(sys.argv[1]))
 cid = store.new_conversation("ann")
 i = 0

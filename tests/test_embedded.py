@@ -8,8 +8,9 @@ import time
 import httpx
 import pytest
 
-from assistant.embedded import EmbeddedEngine
+from assistant.engine.embedded import EmbeddedEngine
 from assistant.runtime import Runtime
+from assistant.turns.pipeline import TurnRequest
 
 # one event loop for the module: the runtime's scheduler and queues belong to the loop that
 # first uses them, as they do in the app (one server loop) and the CLI (one asyncio.run)
@@ -52,8 +53,10 @@ def test_embedded_engine_answers_on_loopback(runtime):
 @same_loop
 async def test_chat_and_deep_turns_through_the_embedded_engine(runtime):
     cid = runtime.store.new_conversation("local")
-    chat = await runtime.chat.run("The capital of France is", conversation_id=cid, deep_inline=True)
-    deep = await runtime.chat.run(
+    chat = await runtime.turns.ask(
+        "The capital of France is", conversation_id=cid, deep_inline=True
+    )
+    deep = await runtime.turns.ask(
         "List three prime numbers.", conversation_id=cid, force_deep=True, deep_inline=True
     )
     for result in (chat, deep):
@@ -96,7 +99,7 @@ async def test_chat_preempts_a_deep_job_on_the_real_engine(runtime, monkeypatch)
                     break
                 await asyncio.sleep(0.05)
             assert partial, "the deep job never produced output"
-            chat = await runtime.chat.run("Hello, how are you?", deep_inline=True)
+            chat = await runtime.turns.ask("Hello, how are you?", deep_inline=True)
             assert chat.lane == "chat" and chat.finish_reason in ("stop", "length"), chat.error
             deadline = time.monotonic() + 900
             while runtime.store.job(job.id).state in ("queued", "running"):
@@ -158,9 +161,10 @@ async def test_engine_killed_mid_turn_is_reported_and_restarted(runtime):
 
     async def turn():
         nonlocal result
-        async for update in runtime.chat.turn(
-            "Write a long story about a lighthouse keeper.", force_deep=True, deep_inline=True
-        ):
+        request = TurnRequest(
+            text="Write a long story about a lighthouse keeper.", force_deep=True, deep_inline=True
+        )
+        async for update in runtime.turns.stream(request):
             if update.kind == "content":
                 seen.append(update.text)
             elif update.kind == "done":
@@ -178,11 +182,11 @@ async def test_engine_killed_mid_turn_is_reported_and_restarted(runtime):
     assert crash.pid == killed and "SIGSEGV" in crash.cause and crash.log_tail
     assert runtime.embedded.restarts == restarts + 1 and runtime.embedded.pid != killed
     # the banner says so, and the restarted engine answers the next turn
-    from assistant.ui import EngineStatus
+    from assistant.web.page import EngineStatus
 
     banner = await EngineStatus(runtime).banner()
     assert "SIGSEGV" in banner and "restarted" in banner
-    again = await runtime.chat.run("What is the capital of France?", deep_inline=True)
+    again = await runtime.turns.ask("What is the capital of France?", deep_inline=True)
     assert again.error is None and again.reply.strip(), again.error
 
 

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from assistant.engine import CUT, STALLED, Engine, build_client
+from assistant.engine.client import CUT, STALLED, Engine, build_client
 from assistant.errors import EngineError, EngineUnavailable
 from assistant.records import Message
 from tests.conftest import sim_engine, sim_settings

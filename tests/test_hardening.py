@@ -21,9 +21,9 @@ import numpy as np
 import pytest
 from gradio_client import Client, handle_file
 
-from assistant.audio import SAMPLE_RATE, wav_bytes
-from assistant.store import Store
-from assistant.voice import NOT_CAUGHT
+from assistant.speech.audio import SAMPLE_RATE, wav_bytes
+from assistant.store.db import Store
+from assistant.turns.voice import NOT_CAUGHT
 from tests.app_proc import CLI_SERVE, App, run_app
 from tests.conftest import AUDIO
 from tests.page_session import PageSession, chat_text

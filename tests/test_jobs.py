@@ -5,11 +5,11 @@ from __future__ import annotations
 import asyncio
 from dataclasses import replace
 
+from assistant.engine.lanes import LaneScheduler
 from assistant.jobs import JobQueue, JobWorker
-from assistant.lanes import LaneScheduler
-from assistant.prompt import Prompts
 from assistant.records import Message
-from assistant.store import Store
+from assistant.store.db import Store
+from assistant.turns.prompt import Prompts
 from tests.conftest import sim_engine, sim_settings
 from tests.fakes import FakeEngine
 from tests.simengine_proc import sim_requests

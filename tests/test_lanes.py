@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from assistant.lanes import LaneScheduler
+from assistant.engine.lanes import LaneScheduler
 
 
 async def _hold(sched: LaneScheduler, lane: str, log: list, release: asyncio.Event) -> None:

@@ -16,9 +16,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from assistant.embedder import MiniLM, clip_ids
 from assistant.records import RouteDecision
-from assistant.router import (
+from assistant.routing.embedder import MiniLM, clip_ids
+from assistant.routing.router import (
     DELEGATE_TOOL,
     Head,
     Router,
@@ -292,7 +292,7 @@ def test_router_and_encoder_are_cached():
 def test_runtime_needs_no_torch_and_no_network():
     code = (
         "import sys, time; t = time.perf_counter()\n"
-        "from assistant.router import Router\n"
+        "from assistant.routing.router import Router\n"
         "r = Router.load().warm()\n"
         "print(round(time.perf_counter() - t, 2))\n"
         "heavy = ('torch', 'transformers', 'sentence_transformers')\n"

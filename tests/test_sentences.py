@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from assistant.sentences import (
+from assistant.speech.sentences import (
     MAX_CLAUSE_CHARS,
     SentenceSplitter,
     split_sentences,

@@ -17,7 +17,7 @@ import pytest
 from openai import AsyncOpenAI
 from prometheus_client.parser import text_string_to_metric_families
 
-from assistant.simengine import PRIORITY_MSG, REPLY
+from assistant.devtools.simengine import PRIORITY_MSG, REPLY
 from tests.simengine_proc import root_url, run_simengine, sim_requests, sim_reset
 
 MSG = [{"role": "user", "content": "hello there"}]
@@ -400,7 +400,7 @@ async def test_interrupt_on_new_cuts_running_stream() -> None:
 
 
 def test_sigterm_stops_promptly_with_a_stalled_stream() -> None:
-    cmd = [sys.executable, "-m", "assistant.simengine", "--port", "0"]
+    cmd = [sys.executable, "-m", "assistant.devtools.simengine", "--port", "0"]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
     try:
         line = proc.stdout.readline() if proc.stdout else ""

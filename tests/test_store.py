@@ -6,7 +6,7 @@ import sqlite3
 import time
 
 from assistant.records import Timings, TurnResult
-from assistant.store import MIGRATIONS, Store
+from assistant.store.db import MIGRATIONS, Store
 
 
 def test_migrations_run_once_and_wal_is_on(tmp_path):

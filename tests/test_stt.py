@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 from faster_whisper.transcribe import Segment
 
-from assistant.audio import SAMPLE_RATE, load_array, load_audio
 from assistant.errors import BadInput, ConfigError, ModelMissing
 from assistant.settings import Settings
-from assistant.stt import (
+from assistant.speech.audio import SAMPLE_RATE, load_array, load_audio
+from assistant.speech.stt import (
     WhisperSTT,
     _is_speech,
     bundled_model_dir,
@@ -24,7 +24,7 @@ from assistant.stt import (
     resolve_model,
     transcribe_file,
 )
-from assistant.tts import load_tts
+from assistant.speech.tts import load_tts
 
 AUDIO = Path(os.environ.get("ASSISTANT_TEST_AUDIO", Path(__file__).parents[2] / "shared/audio"))
 REFS = json.loads((AUDIO / "transcripts.json").read_text())

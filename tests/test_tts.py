@@ -13,9 +13,9 @@ from piper import SynthesisConfig
 
 from assistant.errors import BadInput, ConfigError, ModelMissing
 from assistant.records import AudioChunk
-from assistant.sentences import MAX_CLAUSE_CHARS
 from assistant.settings import Settings
-from assistant.tts import (
+from assistant.speech.sentences import MAX_CLAUSE_CHARS
+from assistant.speech.tts import (
     PiperTTS,
     clean_for_speech,
     load_tts,

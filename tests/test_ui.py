@@ -12,8 +12,8 @@ import httpx
 import pytest
 from gradio_client import Client, handle_file
 
-from assistant.server import is_loopback
-from assistant.store import Store
+from assistant.store.db import Store
+from assistant.web.security import is_loopback
 from tests.app_proc import REPO, App, app_env, free_port, run_app
 from tests.conftest import AUDIO
 from tests.simengine_proc import run_simengine

@@ -5,8 +5,8 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 from assistant.runtime import EngineInfo
-from assistant.ui import EngineStatus
-from assistant.ui_turns import SpeechModels
+from assistant.web.page import EngineStatus
+from assistant.web.turns import SpeechModels
 
 
 async def test_banner_shows_speech_model_loading_until_warm(settings):

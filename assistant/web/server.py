@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ipaddress
 import logging
 import os
 import shutil
@@ -21,6 +20,7 @@ from typing import Any
 
 from assistant.runtime import Runtime
 from assistant.settings import Settings
+from assistant.web.security import is_loopback
 
 log = logging.getLogger(__name__)
 
@@ -28,16 +28,6 @@ CONCURRENCY = 8
 """Events of one kind running at once; the lanes, not Gradio, decide the engine's order."""
 SHUTDOWN_GRACE_S = 3.0
 """Open page connections (streams, timers) get this long to end when the server stops."""
-
-
-def is_loopback(host: str) -> bool:
-    host = host.strip().strip("[]")
-    if host.lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def ensure_ffmpeg(bin_dir: Path) -> bool:
@@ -101,9 +91,9 @@ def serve(settings: Settings, host: str = "127.0.0.1", port: int = 7860) -> int:
         return 2
     ensure_ffmpeg(settings.data_dir / "bin")
     # imports gradio: only once we know we will serve
-    from assistant.security import edge_middleware, launch_options
-    from assistant.ui import build_ui
-    from assistant.ui_turns import SpeechModels
+    from assistant.web.page import build_ui
+    from assistant.web.security import edge_middleware, launch_options
+    from assistant.web.turns import SpeechModels
 
     rt = Runtime(settings)
     pidfile = settings.data_dir / "serve.pid"
@@ -150,8 +140,8 @@ def serve(settings: Settings, host: str = "127.0.0.1", port: int = 7860) -> int:
 
 
 def add_routes(app: Any, rt: Runtime) -> None:
-    """The app's own routes beside Gradio's: `/metrics` (see `assistant.metrics_route`)."""
-    from assistant.metrics_route import add_metrics_route
+    """The app's own routes beside Gradio's: `/metrics` (see `assistant.web.metrics_route`)."""
+    from assistant.web.metrics_route import add_metrics_route
 
     add_metrics_route(app, rt)
 

@@ -15,10 +15,10 @@ from typing import Any
 
 import gradio as gr
 
-from assistant.chat import check_text
 from assistant.errors import AssistantError, BadInput
 from assistant.runtime import Runtime
-from assistant.ui_turns import SpeechModels, owner_of
+from assistant.turns.chat import check_text
+from assistant.web.turns import SpeechModels, owner_of
 
 
 class Api:
@@ -41,7 +41,7 @@ class Api:
             cid = conversation_id or self.rt.store.new_conversation(owner, title=text[:80])
             if self.rt.store.conversation_owner(cid) != owner:
                 raise BadInput(f"no conversation {cid}")
-            result = await self.rt.chat.run(
+            result = await self.rt.turns.ask(
                 text, owner=owner, conversation_id=cid, force_deep=deep, source="api"
             )
         except AssistantError as e:
@@ -65,7 +65,7 @@ class Api:
 
     async def transcribe(self, audio_path: str | None) -> dict:
         """Speech to text: {"text", "language", "duration_s", "stt_ms"}."""
-        from assistant.audio import load_audio
+        from assistant.speech.audio import load_audio
 
         if not audio_path:
             raise gr.Error("no audio file")

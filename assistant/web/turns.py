@@ -1,6 +1,6 @@
 """The page's chat and voice turns: Gradio callbacks that stream a turn into the Chatbot.
 
-Callbacks stay short: the turn itself is `assistant.voice` (which runs `ChatService.turn`);
+Callbacks stay short: the turn itself is `assistant.turns.voice` (which runs `ChatService.turn`);
 this module only turns its updates into chat messages and audio chunks.
 """
 
@@ -17,28 +17,16 @@ from typing import Any
 
 import gradio as gr
 
-from assistant.audio import wav_bytes
 from assistant.errors import AssistantError
-from assistant.records import TurnResult, now_ms
+from assistant.records import STAGES, TurnEvent, TurnResult, now_ms
 from assistant.runtime import Runtime
-from assistant.voice import VoiceUpdate, spoken_turn, voice_turn
+from assistant.speech.audio import wav_bytes
+from assistant.turns.pipeline import TurnRequest
 
 log = logging.getLogger(__name__)
 
 UI_EVERY_S = 0.05
 """Text updates are sent to the browser at most this often (audio goes out at once)."""
-LABELS = {
-    "stt": "stt",
-    "route": "route",
-    "queue": "queue",
-    "ttft": "ttft",
-    "first_sentence": "1st sentence",
-    "tts_first_audio": "tts 1st",
-    "llm_total": "llm",
-    "tts_total": "tts",
-    "first_audio": "1st audio",
-    "total": "total",
-}
 
 
 @dataclass
@@ -71,7 +59,7 @@ def conversation(rt: Runtime, session: Session, owner: str) -> str:
 def meta_line(result: TurnResult) -> str:
     """The small line under a reply: lane, reason and the latency record."""
     parts = [result.lane, result.reason]
-    parts += [f"{LABELS.get(k, k)} {v:.0f} ms" for k, v in result.timings.as_dict().items()]
+    parts += [f"{STAGES.get(k, k)} {v:.0f} ms" for k, v in result.timings.as_dict().items()]
     if result.tokens_per_s:
         parts.append(f"{result.tokens_per_s:.0f} tok/s")
     if result.job_id:
@@ -90,7 +78,7 @@ class TurnView:
         self.answer: dict[str, Any] | None = None
         self.text = ""
 
-    def apply(self, u: VoiceUpdate) -> None:
+    def apply(self, u: TurnEvent) -> None:
         if u.kind == "transcript":
             self.user["content"] = f"🎤 {u.text}" if u.text.strip() else "🎤 (nothing heard)"
         elif u.kind == "reasoning":
@@ -132,12 +120,12 @@ class SpeechModels:
         """What is still loading, for the page's banner; None once ready."""
 
     async def stt(self) -> Any:
-        from assistant.stt import load_stt
+        from assistant.speech.stt import load_stt
 
         return await asyncio.to_thread(load_stt, self.rt.settings)
 
     async def tts(self) -> Any:
-        from assistant.tts import load_tts
+        from assistant.speech.tts import load_tts
 
         return await asyncio.to_thread(load_tts, self.rt.settings)
 
@@ -201,15 +189,14 @@ class Turns:
         owner = owner_of(self.rt, request)
         view = TurnView(history, text)
         tts = await self._tts() if speak else None
-        turn = spoken_turn(
-            self.rt,
-            tts,
-            text,
+        request = TurnRequest(
+            text=text,
             owner=owner,
             conversation_id=conversation(self.rt, session, owner),
             speak=speak,
             force_deep=deep,
         )
+        turn = self.rt.turns.stream(request, tts=tts)
         cleared = False
         async for history_out, audio in self._stream(view, turn, session):
             # the textbox is cleared once, as the turn starts: what the user types next while
@@ -235,20 +222,19 @@ class Turns:
         try:
             stt = await self.speech.stt()
         except AssistantError as e:
-            view.apply(VoiceUpdate("error", text=str(e)))
+            view.apply(TurnEvent("error", text=str(e)))
             yield view.history, gr.skip(), None
             return
         tts = await self._tts() if speak else None
-        turn = voice_turn(
-            self.rt,
-            stt,
-            tts,
-            audio_path,
+        request = TurnRequest(
+            audio=audio_path,
             owner=owner,
             conversation_id=conversation(self.rt, session, owner),
             speak=speak,
             received_ms=received,
+            source="voice",
         )
+        turn = self.rt.turns.stream(request, stt=stt, tts=tts)
         async for history_out, audio in self._stream(view, turn, session):
             yield history_out, audio, gr.skip()
         yield gr.skip(), gr.skip(), None  # clear the recorder for the next turn
@@ -261,7 +247,7 @@ class Turns:
             return None
 
     async def _stream(
-        self, view: TurnView, turn: AsyncIterator[VoiceUpdate], session: Session
+        self, view: TurnView, turn: AsyncIterator[TurnEvent], session: Session
     ) -> AsyncIterator[tuple[Any, Any]]:
         """Fold updates into the view; yield (history, audio) at a bounded rate.
 
@@ -291,7 +277,7 @@ class Turns:
                     if u.kind != "done":
                         yield view.history, gr.skip()
         except AssistantError as e:  # e.g. the message is too long
-            view.apply(VoiceUpdate("error", text=str(e)))
+            view.apply(TurnEvent("error", text=str(e)))
         finally:
             session.busy = False
             session.turns_ended += 1

@@ -16,21 +16,22 @@ from dataclasses import dataclass
 from typing import Any
 
 import httpx
-import numpy as np
 import pandas as pd
 
 from assistant.metrics import EngineMetrics, parse_engine_metrics
+from assistant.records import STAGES
+from assistant.stats import percentile
 
 LANES = ("chat", "deep")
-STAGES = {"first_audio": "1st audio", "ttft": "1st token", "total": "total"}
-"""The stages the plot shows, with their labels."""
+PLOTTED = ("first_audio", "ttft", "total")
+"""The stages the plot shows (labelled as everywhere else, from `records.STAGES`)."""
 STATS = {"p50": 50, "p95": 95}
 COLUMNS = ["lane", "stage", "stat", "ms", "turns", "bar"]
 
 
 def bar_order() -> list[str]:
     """The x axis in reading order: each stage's p50 next to its p95."""
-    return [f"{label} {stat}" for label in STAGES.values() for stat in STATS]
+    return [f"{STAGES[stage]} {stat}" for stage in PLOTTED for stat in STATS]
 
 
 def latency_frame(rows: Iterable[dict[str, Any]]) -> pd.DataFrame:
@@ -40,7 +41,8 @@ def latency_frame(rows: Iterable[dict[str, Any]]) -> pd.DataFrame:
     rows = list(rows)
     records = []
     for lane in LANES:
-        for stage, label in STAGES.items():
+        for stage in PLOTTED:
+            label = STAGES[stage]
             values = [
                 float(r["timings"][stage])
                 for r in rows
@@ -49,7 +51,7 @@ def latency_frame(rows: Iterable[dict[str, Any]]) -> pd.DataFrame:
             if not values:
                 continue
             for stat, q in STATS.items():
-                ms = round(float(np.percentile(values, q)), 1)
+                ms = round(percentile(values, q / 100), 1)
                 records.append([lane, label, stat, ms, len(values), f"{label} {stat}"])
     # typed even when empty: the page's plot stays broken after an untyped (all-object) frame
     return pd.DataFrame(records, columns=COLUMNS).astype({"ms": "float64", "turns": "int64"})

@@ -3,7 +3,7 @@
 Tests and benchmarks need an engine with vLLM's observable behaviour (priority rejection, the
 `reasoning` field, Prometheus metrics, a FIFO queue in front of a few slots, prefill time) and
 with the failures of DESIGN.md section 9 on demand, without a GPU. Run it as
-`python -m assistant.simengine --port 0`; it prints `READY port=N` once listening.
+`python -m assistant.devtools.simengine --port 0`; it prints `READY port=N` once listening.
 
 Faults come from `--fault`, the `X-Sim-Fault` header or a `sim_fault` body field (header first),
 so one process can serve many tests. Syntax `name[:arg[:tag]]`:
@@ -467,7 +467,7 @@ class _QuietCuts(logging.Filter):
 
 def parse_args(argv: list[str] | None = None) -> tuple[argparse.Namespace, SimConfig]:
     p = argparse.ArgumentParser(
-        prog="python -m assistant.simengine",
+        prog="python -m assistant.devtools.simengine",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

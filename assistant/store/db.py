@@ -194,13 +194,6 @@ class Store:
             )
             return int(cur.lastrowid or 0)
 
-    def update_timings(self, turn_id: int, timings: Timings) -> None:
-        """Speech finishes after the reply is stored: its timings are written afterwards."""
-        with self.tx() as db:
-            db.execute(
-                "UPDATE turns SET timings=? WHERE id=?", (json.dumps(timings.as_dict()), turn_id)
-            )
-
     def turns(self, conversation_id: str) -> list[tuple[str, TurnResult]]:
         rows = self._query(
             "SELECT * FROM turns WHERE conversation_id=? ORDER BY id", (conversation_id,)

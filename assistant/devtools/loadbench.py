@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -17,11 +16,10 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-import httpx
-
-from assistant.bench import pct, simulated_engine
-from assistant.embedded import free_port
+from assistant.devtools.launcher import running, simulated_engine
+from assistant.engine.embedded import free_port
 from assistant.settings import Settings
+from assistant.stats import percentile
 
 SESSIONS = 50
 JOBS = 20
@@ -46,28 +44,10 @@ def app_process(engine_url: str, data_dir: Path) -> Iterator[tuple[str, int]]:
         ASSISTANT_CONFIG=str(config),
         ASSISTANT_DEEP_MAX_IN_FLIGHT="4",
     )
-    log = open(data_dir / "app.log", "wb")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "assistant.cli", "serve", "--port", str(port)],
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
+    cmd = [sys.executable, "-m", "assistant.cli", "serve", "--port", str(port)]
     url = f"http://127.0.0.1:{port}/"
-    try:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            with contextlib.suppress(httpx.HTTPError):
-                if httpx.get(url, timeout=2).status_code == 200:
-                    break
-            if proc.poll() is not None:
-                raise RuntimeError(f"the app exited; see {data_dir / 'app.log'}")
-            time.sleep(0.5)
-        yield url, proc.pid
-    finally:
-        proc.terminate()
-        proc.wait(timeout=20)
-        log.close()
+    with running(cmd, url=url, timeout_s=120, env=env, log=data_dir / "app.log", grace_s=20) as p:
+        yield url, p.pid
 
 
 def _session(url: str, index: int, turns: int) -> dict[str, Any]:
@@ -135,7 +115,7 @@ def bench_load(settings: Settings, rounds: int | None) -> dict:
             time.sleep(1)
         elapsed = time.perf_counter() - started
         rss_end = _rss_mb(pid)
-        from assistant.store import Store
+        from assistant.store.db import Store
 
         store = Store(Path(tmp) / "assistant.db")
         returned = [pair for s in sessions for pair in s["returned"]]
@@ -163,8 +143,8 @@ def bench_load(settings: Settings, rounds: int | None) -> dict:
         "jobs_done": states.count("done"),
         "jobs_lost": states.count("missing"),
         "job_states": {s: states.count(s) for s in set(states)},
-        "chat_latency_p50_ms": round(pct(latencies, 0.5), 1),
-        "chat_latency_p95_ms": round(pct(latencies, 0.95), 1),
+        "chat_latency_p50_ms": round(percentile(latencies, 0.5), 1),
+        "chat_latency_p95_ms": round(percentile(latencies, 0.95), 1),
         "wall_s": round(elapsed, 1),
         "app_rss_mb": {"start": round(rss_start), "peak": round(peak), "end": round(rss_end)},
         "store_integrity_ok": integrity,

@@ -9,6 +9,7 @@ README "Security" lists the advisories each option answers.
 
 from __future__ import annotations
 
+import ipaddress
 import tempfile
 import time
 from collections import OrderedDict, deque
@@ -228,3 +229,13 @@ def edge_middleware(settings: Settings) -> list[Any]:
 
     throttle = LoginThrottle() if settings.auth else None
     return [Middleware(EdgeGuard, throttle=throttle)]
+
+
+def is_loopback(host: str) -> bool:
+    host = host.strip().strip("[]")
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from assistant.records import Message
 
-PROMPTS_DIR = Path(__file__).resolve().parent.parent / "prompts"
+PROMPTS_DIR = Path(__file__).resolve().parents[2] / "prompts"
 
 
 CONTINUE = "Continue exactly where you stopped; do not repeat anything."

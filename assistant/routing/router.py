@@ -22,8 +22,8 @@ from pathlib import Path
 
 import numpy as np
 
-from assistant.embedder import Encoder, MiniLM
 from assistant.records import Lane, RouteDecision
+from assistant.routing.embedder import Encoder, MiniLM
 
 DELEGATE_TOOL: dict = {
     "type": "function",

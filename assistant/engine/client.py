@@ -20,26 +20,23 @@ import httpx
 import openai
 from openai import AsyncOpenAI
 
+from assistant.engine.fold import Fold
 from assistant.errors import EngineError, EngineUnavailable
-from assistant.prompt import Transcript, estimate_tokens
-from assistant.records import Message, Reply, StreamEvent, now_ms
+from assistant.records import (
+    CRASHED,
+    CUT,
+    INTERRUPTED,
+    STALLED,
+    TIMED_OUT,
+    Message,
+    Reply,
+    StreamEvent,
+)
 from assistant.settings import LaneConfig
+from assistant.turns.prompt import Transcript, estimate_tokens
 
 log = logging.getLogger(__name__)
 
-# finish reasons this module adds to the engine's own ("stop", "length", "tool_calls")
-CUT = "cut"
-"""The connection ended before the engine said it had finished."""
-STALLED = "stalled"
-"""No chunk arrived within the lane's read deadline."""
-TIMED_OUT = "timeout"
-"""The lane's total deadline passed."""
-CRASHED = "crashed"
-"""The engine's process died during the request (the finish event's text says how)."""
-INTERRUPTED = "interrupted"
-"""The engine ended the stream cleanly but early, with no finish reason and budget left:
-llama-cpp-python's server does this to a running request when another one arrives."""
-INCOMPLETE = (CUT, STALLED, TIMED_OUT, CRASHED, INTERRUPTED)
 RESTART_WAIT_S = 60.0
 """How long a request waits for a supervised engine that is restarting."""
 
@@ -387,39 +384,11 @@ def _retry_after(e: openai.APIStatusError) -> float | None:
 
 
 async def collect(events: AsyncIterator[StreamEvent]) -> Reply:
-    """Fold a stream into a Reply."""
-    reply = Reply()
-    first: float | None = None
-    usage_tokens = 0
+    """Run a stream to its end and fold it into a Reply."""
+    fold = Fold()
     try:
         async for ev in events:
-            if ev.kind in ("reasoning", "content") and first is None:
-                first = now_ms()
-            if ev.kind == "reasoning":
-                reply.reasoning += ev.text
-                reply.reasoning_tokens += ev.tokens
-            elif ev.kind == "content":
-                reply.content += ev.text
-                reply.content_tokens += ev.tokens
-            elif ev.kind == "tool_call":
-                reply.delegate_requested |= _is_delegate(ev.text)
-            elif ev.kind == "usage":
-                usage_tokens = ev.tokens
-            elif ev.kind == "finish":
-                reply.finish_reason = ev.finish_reason
-                reply.incomplete = ev.finish_reason in INCOMPLETE
-                reply.note = ev.text
+            fold.add(ev)
     finally:
         await events.aclose()  # type: ignore[attr-defined]
-    tokens = usage_tokens or reply.content_tokens + reply.reasoning_tokens
-    if first is not None and tokens > 1:
-        elapsed = (now_ms() - first) / 1000.0
-        reply.tokens_per_s = round((tokens - 1) / elapsed, 2) if elapsed > 0 else None
-    return reply
-
-
-def _is_delegate(raw: str) -> bool:
-    try:
-        return json.loads(raw).get("name") == "delegate"
-    except (ValueError, AttributeError):
-        return False
+    return fold.reply

@@ -17,11 +17,11 @@ from typing import Any
 
 import gradio as gr
 
-from assistant.audio import wav_bytes
 from assistant.errors import AssistantError
 from assistant.records import Job
 from assistant.runtime import Runtime
-from assistant.ui_turns import Session, SpeechModels, owner_of
+from assistant.speech.audio import wav_bytes
+from assistant.web.turns import Session, SpeechModels, owner_of
 
 HEADERS = ["id", "state", "elapsed s", "reasoning tokens", "answer tokens", "task"]
 REFRESH_S = 2.0

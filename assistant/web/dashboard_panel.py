@@ -1,6 +1,6 @@
 """The page's dashboard: per-lane latency plots and the engine panel, refreshed by a timer.
 
-The numbers come from `assistant.dashboard`; this module only places and wires them.
+The numbers come from `assistant.web.dashboard`; this module only places and wires them.
 """
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ from typing import Any
 
 import gradio as gr
 
-from assistant.dashboard import EngineWatch, bar_order, engine_markdown, latency_frame
 from assistant.runtime import Runtime
-from assistant.ui_turns import owner_of
+from assistant.web.dashboard import EngineWatch, bar_order, engine_markdown, latency_frame
+from assistant.web.turns import owner_of
 
 REFRESH_S = 5.0
 """How often an open page refreshes the plots and the engine panel (the engine is read at

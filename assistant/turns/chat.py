@@ -1,35 +1,29 @@
-"""The chat turn: route, build the prompt, stream on the chosen lane, recover, store.
+"""The chat stages of a turn: route, build the prompt, stream on the chosen lane, recover.
 
-One turn is an async generator of `TurnUpdate`s so the page can stream it; the CLI folds it.
+`ChatService.turn` is the middle of the turn pipeline (`assistant.turns.pipeline`): text in,
+`TurnEvent`s out, ending with a "done" event whose result the pipeline stores and reports.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 
-from assistant.engine import INCOMPLETE, Engine
+from assistant.engine.client import Engine
+from assistant.engine.fold import Fold
+from assistant.engine.lanes import LaneScheduler
 from assistant.errors import AssistantError, BadInput, BudgetExhausted
-from assistant.lanes import LaneScheduler
-from assistant.prompt import Prompts
-from assistant.records import (
-    Message,
-    Reply,
-    RouteDecision,
-    Timings,
-    TurnResult,
-    TurnUpdate,
-    now_ms,
-)
+from assistant.records import Message, Reply, RouteDecision, TurnEvent, TurnResult, now_ms
 from assistant.settings import LaneConfig, Settings
-from assistant.store import Store
+from assistant.store.db import Store
+from assistant.turns.prompt import Prompts
+from assistant.turns.recorder import Recorder
 
 if TYPE_CHECKING:
     from assistant.jobs import JobQueue
-    from assistant.router import Router
+    from assistant.routing.router import Router
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +56,6 @@ class ChatService:
         store: Store,
         prompts: Prompts,
         jobs: JobQueue | None = None,
-        on_finish: Callable[[TurnResult], None] | None = None,
     ):
         self.settings = settings
         self.engine = engine
@@ -71,17 +64,6 @@ class ChatService:
         self.store = store
         self.prompts = prompts
         self.jobs = jobs
-        # told of every finished turn, once, with its final timings (the app's metrics)
-        self.on_finish = on_finish
-
-    def finished(self, result: TurnResult) -> None:
-        """Report a finished turn to `on_finish`; a broken observer never breaks a turn."""
-        if self.on_finish is None:
-            return
-        try:
-            self.on_finish(result)
-        except Exception:
-            log.exception("the turn observer failed")
 
     def history(self, conversation_id: str | None) -> list[tuple[str, str]]:
         if not conversation_id:
@@ -93,60 +75,43 @@ class ChatService:
     async def turn(
         self,
         text: str,
+        rec: Recorder,
         *,
         owner: str = "local",
         conversation_id: str | None = None,
         force_deep: bool = False,
         deep_inline: bool = False,
-        source: str = "text",
-        timings: Timings | None = None,
-        started_ms: float | None = None,
-        report: bool = True,
-    ) -> AsyncIterator[TurnUpdate]:
-        """One turn. A deep decision becomes a job unless `deep_inline` (the CLI waits instead).
-
-        `report=False`: the caller calls `finished` itself, later (a spoken turn's timings
-        are complete only once its speech has ended)."""
+    ) -> AsyncIterator[TurnEvent]:
+        """Route and answer `text`. A deep decision becomes a job unless `deep_inline` (the CLI
+        waits instead). Ends with a "done" event; the turn is not stored here."""
         text = check_text(text, self.settings.max_text_chars)
-        timings = timings or Timings()
-        start = started_ms if started_ms is not None else now_ms()
         t0 = now_ms()
         # the classifier is CPU work (an encoder pass): off the event loop, like STT and TTS
         decision = await asyncio.to_thread(self.router.decide, text, explicit=force_deep)
-        timings.route = now_ms() - t0
-        yield TurnUpdate("route", decision=decision)
+        rec.set("route", now_ms() - t0)
+        yield TurnEvent("route", decision=decision)
         result: TurnResult
         if decision.lane == "deep" and not deep_inline and self.jobs is not None:
-            result = self._delegate(owner, decision, text, conversation_id, timings)
+            result = self._delegate(owner, decision, text, conversation_id)
         else:
             lane = self.settings.deep if decision.lane == "deep" else self.settings.chat
-            result = TurnResult("", decision.lane, decision.reason, None, timings)
-            async for update in self._run(text, lane, decision, conversation_id, result):
-                yield update
+            result = TurnResult("", decision.lane, decision.reason, None)
+            async for event in self._run(text, lane, decision, conversation_id, result, rec):
+                yield event
             if result.delegate_requested and self.jobs is not None:
-                handoff = self._delegate(owner, decision, text, conversation_id, timings)
+                handoff = self._delegate(owner, decision, text, conversation_id)
                 result.job_id, result.reason = handoff.job_id, "model asked to delegate"
                 result.lane = "deep"
                 result.reply = (result.reply.strip() + "\n\n" + handoff.reply).strip()
-        timings.total = now_ms() - start
-        if conversation_id:
-            result.turn_id = self.store.add_turn(conversation_id, text, result, source=source)
-        if report:
-            self.finished(result)
-        yield TurnUpdate("done", result=result)
+        yield TurnEvent("done", result=result)
 
     def _delegate(
-        self,
-        owner: str,
-        decision: RouteDecision,
-        text: str,
-        conversation_id: str | None,
-        timings: Timings,
+        self, owner: str, decision: RouteDecision, text: str, conversation_id: str | None
     ) -> TurnResult:
         assert self.jobs is not None
         job = self.jobs.submit(owner, decision.text or text, conversation_id=conversation_id)
         reply = f"Handed off to the deep lane as job {job.id}; I'll tell you when it's done."
-        return TurnResult(reply, "deep", decision.reason, "delegated", timings, job_id=job.id)
+        return TurnResult(reply, "deep", decision.reason, "delegated", job_id=job.id)
 
     async def _run(
         self,
@@ -155,24 +120,26 @@ class ChatService:
         decision: RouteDecision,
         conversation_id: str | None,
         result: TurnResult,
-    ) -> AsyncIterator[TurnUpdate]:
+        rec: Recorder,
+    ) -> AsyncIterator[TurnEvent]:
         messages = self.prompts.chat(self.history(conversation_id), text, lane.history_tokens)
         if lane.name == "deep":
             messages = self.prompts.deep(decision.text or text)
         tools = None
         if lane.name == "chat" and self.engine.kind in ("vllm", "openai"):
-            from assistant.router import DELEGATE_TOOL
+            from assistant.routing.router import DELEGATE_TOOL
 
             tools = [DELEGATE_TOOL]
         reply = Reply()
         try:
-            async for update in self._attempt(messages, lane, result, reply, tools=tools):
-                yield update
+            async for event in self._attempt(messages, lane, result, reply, rec, tools=tools):
+                yield event
             if reply.exhausted and lane.name == "chat":
                 # the budget went on reasoning: once more with thinking off, never more
                 reply = Reply()
-                async for update in self._attempt(messages, lane, result, reply, thinking=False):
-                    yield update
+                attempt = self._attempt(messages, lane, result, reply, rec, thinking=False)
+                async for event in attempt:
+                    yield event
         except AssistantError as e:
             result.error = str(e)
             result.reply = reply.content
@@ -183,7 +150,6 @@ class ChatService:
         result.reasoning = reply.reasoning
         result.finish_reason = reply.finish_reason
         result.incomplete = reply.incomplete
-        result.tokens = reply.content_tokens + reply.reasoning_tokens
         result.tokens_per_s = reply.tokens_per_s
         if reply.exhausted:
             result.exhausted = True
@@ -210,51 +176,26 @@ class ChatService:
         lane: LaneConfig,
         result: TurnResult,
         reply: Reply,
+        rec: Recorder,
         **kw: object,
-    ) -> AsyncIterator[TurnUpdate]:
+    ) -> AsyncIterator[TurnEvent]:
         """One engine request under a lane ticket, folding into `reply` as it streams."""
-        timings = result.timings
         async with self.scheduler.admit(lane.name) as ticket:  # type: ignore[arg-type]
-            timings.queue = (timings.queue or 0.0) + ticket.queue_ms
-            sent = now_ms()
-            first: float | None = None
+            rec.add("queue", ticket.queue_ms)
+            fold = Fold(reply)
             events = self.engine.stream(messages, lane, **kw)  # type: ignore[arg-type]
             try:
                 async for ev in events:
-                    if ev.kind in ("reasoning", "content") and first is None:
-                        first = now_ms()
-                        timings.ttft = first - sent
-                    if ev.kind == "reasoning":
-                        reply.reasoning += ev.text
-                        reply.reasoning_tokens += 1
-                        yield TurnUpdate("reasoning", text=ev.text)
-                    elif ev.kind == "content":
-                        reply.content += ev.text
-                        reply.content_tokens += 1
-                        yield TurnUpdate("content", text=ev.text)
-                    elif ev.kind == "tool_call":
-                        reply.delegate_requested |= json.loads(ev.text).get("name") == "delegate"
-                    elif ev.kind == "finish":
-                        reply.finish_reason = ev.finish_reason
-                        reply.incomplete = ev.finish_reason in INCOMPLETE
-                        reply.note = ev.text
+                    fold.add(ev)
+                    if fold.ttft_ms is not None:
+                        rec.first("ttft", fold.ttft_ms)
+                    if ev.kind in ("reasoning", "content"):
+                        yield TurnEvent(ev.kind, text=ev.text)
             finally:
                 await events.aclose()
-            timings.llm_total = now_ms() - sent
-            tokens = reply.content_tokens + reply.reasoning_tokens
-            if first is not None and tokens > 1:
-                elapsed = (now_ms() - first) / 1000
-                reply.tokens_per_s = round((tokens - 1) / elapsed, 2) if elapsed > 0 else None
-            self.scheduler.record(lane.name, timings.ttft, reply.tokens_per_s)  # type: ignore[arg-type]
-
-    async def run(self, text: str, **kw: object) -> TurnResult:
-        """A whole turn, for callers that do not stream."""
-        result: TurnResult | None = None
-        async for update in self.turn(text, **kw):  # type: ignore[arg-type]
-            if update.kind == "done":
-                result = update.result
-        assert result is not None
-        return result
+            rec.set("llm_total", now_ms() - fold.sent_ms)
+            result.tokens = fold.tokens
+            self.scheduler.record(lane.name, rec.timings.ttft, reply.tokens_per_s)  # type: ignore[arg-type]
 
 
 def raise_for(result: TurnResult) -> None:

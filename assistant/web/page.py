@@ -14,10 +14,10 @@ from typing import Any
 import gradio as gr
 
 from assistant.runtime import EngineInfo, Runtime, probe
-from assistant.ui_api import add_api
-from assistant.ui_dash import add_dashboard
-from assistant.ui_jobs import Jobs, build_jobs_panel
-from assistant.ui_turns import Session, SpeechModels, Turns
+from assistant.web.api import add_api
+from assistant.web.dashboard_panel import add_dashboard
+from assistant.web.jobs_panel import Jobs, build_jobs_panel
+from assistant.web.turns import Session, SpeechModels, Turns
 
 BANNER_EVERY_S = 10.0
 PROBE_CACHE_S = 5.0

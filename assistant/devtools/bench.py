@@ -1,0 +1,29 @@
+"""`assistant bench qos|voice|load`: the benchmarks. Speed is measured here, never asserted in
+tests. Each lives in its own module (`qosbench`, `voicebench`, `loadbench`)."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from assistant.settings import Settings
+
+
+def run_bench(which: str, settings: Settings, *, as_json: bool, rounds: int | None) -> int:
+    if which == "qos":
+        from assistant.devtools.qosbench import bench_qos
+
+        result = bench_qos(settings, rounds)
+    elif which == "voice":
+        from assistant.devtools.voicebench import bench_voice
+
+        result = bench_voice(settings, rounds)
+    else:
+        from assistant.devtools.loadbench import bench_load
+
+        result = bench_load(settings, rounds)
+    if as_json:
+        sys.stdout.write(json.dumps(result) + "\n")
+    else:
+        print(json.dumps(result, indent=2))
+    return 0

@@ -1,0 +1,132 @@
+"""The turn pipeline: every way in (the page typed and spoken, the API, the CLI) runs here.
+
+    audio -> hear -> route -> engine stream -> sentences -> speech
+             voice   chat      chat           voice       voice
+
+Each stage is an async generator of `TurnEvent`s; a `Recorder` owns the turn's timings and
+stores and reports the turn once, when it ends. Closing the stream (barge-in, Stop, a client
+leaving) closes every stage, the engine request included.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+
+from assistant.records import TurnEvent, TurnResult
+from assistant.settings import Settings
+from assistant.speech.audio import AudioSource
+from assistant.turns.chat import ChatService
+from assistant.turns.recorder import Recorder, TurnLog
+from assistant.turns.voice import NOT_CAUGHT, SpeechToText, TextToSpeech, hear, speak
+
+
+@dataclass(frozen=True)
+class TurnRequest:
+    """One turn as asked: typed `text`, or `audio` to transcribe."""
+
+    text: str = ""
+    audio: AudioSource | None = None
+    owner: str = "local"
+    conversation_id: str | None = None
+    force_deep: bool = False
+    deep_inline: bool = False
+    """Answer a deep decision in this turn (the CLI waits) instead of queueing a job."""
+    speak: bool = False
+    received_ms: float | None = None
+    """When the request arrived, or speech ended (`now_ms()`): latency counts from here."""
+    source: str = "text"
+
+
+class Pipeline:
+    """Runs turns through the stages; speech models are passed per turn (they load late)."""
+
+    def __init__(
+        self,
+        chat: ChatService,
+        settings: Settings,
+        *,
+        log_to: TurnLog | None = None,
+        observe: Callable[[TurnResult], None] | None = None,
+    ):
+        self.chat = chat
+        self.settings = settings
+        self.log_to = log_to
+        self.observe = observe
+
+    async def stream(
+        self,
+        request: TurnRequest,
+        *,
+        stt: SpeechToText | None = None,
+        tts: TextToSpeech | None = None,
+    ) -> AsyncIterator[TurnEvent]:
+        """The turn's events; the last is "done" with the stored, reported result."""
+        rec = Recorder(request.received_ms, log_to=self.log_to, observe=self.observe)
+        heard: list[str] = [request.text]
+        events = self._answer(request, stt, rec, heard)
+        if request.speak and tts is not None:
+            events = speak(events, tts, rec)
+        async with contextlib.aclosing(events) as stages:
+            async for event in stages:
+                if event.kind == "done" and event.result is not None:
+                    text = heard[0]
+                    rec.finish(
+                        event.result,
+                        # a turn where nothing was heard is not part of the conversation
+                        conversation_id=request.conversation_id if text.strip() else None,
+                        text=text,
+                        source=request.source,
+                    )
+                yield event
+
+    async def _answer(
+        self,
+        request: TurnRequest,
+        stt: SpeechToText | None,
+        rec: Recorder,
+        heard: list[str],
+    ) -> AsyncIterator[TurnEvent]:
+        text = request.text
+        if request.audio is not None:
+            if stt is None:
+                yield TurnEvent("error", text="speech recognition is not available")
+                return
+            async with contextlib.aclosing(hear(request.audio, stt, rec, self.settings)) as h:
+                async for event in h:
+                    yield event
+                    if event.kind == "error":
+                        return
+                    text = event.text
+            heard[0] = text
+            if not text.strip():
+                # silence or noise: answered without calling the engine at all
+                result = TurnResult(NOT_CAUGHT, "chat", "no speech heard", None)
+                yield TurnEvent("done", text=NOT_CAUGHT, result=result)
+                return
+        turn = self.chat.turn(
+            text,
+            rec,
+            owner=request.owner,
+            conversation_id=request.conversation_id,
+            force_deep=request.force_deep,
+            deep_inline=request.deep_inline,
+        )
+        async with contextlib.aclosing(turn) as events:
+            async for event in events:
+                yield event
+
+    async def run(self, request: TurnRequest, **models: object) -> TurnResult:
+        """A whole turn, for callers that do not stream (the API, the CLI)."""
+        result: TurnResult | None = None
+        async with contextlib.aclosing(self.stream(request, **models)) as events:  # type: ignore[arg-type]
+            async for event in events:
+                if event.kind == "done":
+                    result = event.result
+        assert result is not None
+        return result
+
+    async def ask(self, text: str, **fields: object) -> TurnResult:
+        """`run` for a typed question: `ask("hi", conversation_id=cid)`."""
+        return await self.run(TurnRequest(text=text, **fields))  # type: ignore[arg-type]

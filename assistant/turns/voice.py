@@ -1,0 +1,118 @@
+"""The voice stages of the turn pipeline: `hear` (audio in) and `speak` (audio out).
+
+`speak` sits after the chat stages: it passes their events on and speaks the answer's complete
+sentences as they arrive, so the first sentence is heard while the rest is still generated.
+Reasoning is never spoken. Blocking models (Whisper, Piper) run off the event loop; a
+synthesis already running in its thread finishes when the turn is cancelled (a thread cannot
+be stopped), but its audio is dropped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+from typing import Protocol
+
+from assistant.errors import BadInput
+from assistant.records import AudioChunk, Transcript, TurnEvent, now_ms
+from assistant.settings import Settings
+from assistant.speech.audio import AudioSource, load_audio
+from assistant.speech.sentences import SentenceSplitter
+from assistant.turns.recorder import Recorder
+from assistant.turns.stream import merge
+
+log = logging.getLogger(__name__)
+
+NOT_CAUGHT = "I didn't catch that."
+HANDED_OFF = "I've handed that to the deep lane; I'll tell you when it's done."
+"""Spoken instead of the written hand-off, whose job id is no pleasure to hear."""
+
+
+class SpeechToText(Protocol):
+    def transcribe(self, samples: object) -> Transcript: ...
+
+
+class TextToSpeech(Protocol):
+    def synthesize(self, text: str) -> object: ...
+
+
+async def hear(
+    audio: AudioSource, stt: SpeechToText, rec: Recorder, settings: Settings
+) -> AsyncIterator[TurnEvent]:
+    """Audio to a transcript event, or an error event for audio that cannot be used."""
+    try:
+        samples = await asyncio.to_thread(
+            load_audio, audio, max_bytes=settings.max_upload_bytes, max_seconds=settings.max_audio_s
+        )
+    except BadInput as e:
+        yield TurnEvent("error", text=f"I couldn't use that audio: {e}")
+        return
+    transcript = await asyncio.to_thread(stt.transcribe, samples)
+    rec.set("stt", rec.since_start())  # decoding included: it is part of hearing the user
+    yield TurnEvent("transcript", text=transcript.text, transcript=transcript)
+
+
+async def speak(
+    events: AsyncIterator[TurnEvent], tts: TextToSpeech, rec: Recorder
+) -> AsyncIterator[TurnEvent]:
+    """Pass `events` on, with the answer's sentences spoken as "audio" events in between;
+    the "done" event comes after the last audio."""
+    pending: asyncio.Queue[str | None] = asyncio.Queue()
+    ended: list[TurnEvent] = []
+
+    async def text() -> AsyncIterator[TurnEvent]:
+        splitter = SentenceSplitter()
+        spoken = False
+
+        def say(parts: list[str]) -> None:
+            nonlocal spoken
+            for part in parts:
+                rec.first("first_sentence")
+                spoken = True
+                pending.put_nowait(part)
+
+        try:
+            async for event in events:
+                if event.kind == "content":
+                    say(splitter.feed(event.text))  # reasoning is never fed: never spoken
+                elif event.kind == "done" and event.result is not None:
+                    say(splitter.flush())
+                    if event.result.job_id:
+                        say([HANDED_OFF])
+                    elif not spoken:
+                        # nothing streamed (an error, or an answer that was all code): say why
+                        result = event.result
+                        say(splitter.feed(result.error or result.reply) + splitter.flush())
+                    ended.append(event)
+                    continue
+                yield event
+        finally:
+            pending.put_nowait(None)
+
+    async def voice() -> AsyncIterator[TurnEvent]:
+        try:
+            while (sentence := await pending.get()) is not None:
+                async for event in _say(tts, sentence, rec):
+                    yield event
+        except Exception as e:  # speech failing must not lose the answer
+            log.warning("speech failed: %s", e)
+            yield TurnEvent("error", text=f"speech failed: {e}")
+
+    async for event in merge(text(), voice()):
+        yield event
+    for event in ended:
+        yield event
+
+
+async def _say(tts: TextToSpeech, text: str, rec: Recorder) -> AsyncIterator[TurnEvent]:
+    """Speak one piece of text, recording the speech timings."""
+    began = now_ms()
+    chunks: list[AudioChunk] = await asyncio.to_thread(lambda: list(tts.synthesize(text)))  # type: ignore[call-overload]
+    done = now_ms()
+    rec.add("tts_total", done - began)
+    for chunk in chunks:
+        if rec.timings.first_audio is None:
+            rec.set("tts_first_audio", done - began)
+            rec.first("first_audio")
+        yield TurnEvent("audio", text=chunk.text, audio=chunk)
