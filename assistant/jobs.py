@@ -87,6 +87,21 @@ class JobQueue:
         self.wake.set()
         return job
 
+    def get(self, job_id: str, owner: str | None = None) -> Job | None:
+        """The job, or None if there is none (or it is another owner's)."""
+        job = self.store.job(job_id)
+        return job if job is not None and owner in (None, job.owner) else None
+
+    def owned(self, owner: str, limit: int = 100) -> list[Job]:
+        return self.store.jobs(owner, limit=limit)
+
+    def take_ended(self, owner: str) -> list[Job]:
+        """`owner`'s jobs that ended and were not yet announced; each is announced once."""
+        ended = self.store.unnotified(owner)
+        for job in ended:
+            self.store.mark_notified(job.id)
+        return ended
+
     def cancel(self, job_id: str, owner: str | None = None) -> bool:
         return self.store.cancel_job(job_id, owner)
 

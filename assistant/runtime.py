@@ -18,6 +18,7 @@ from assistant.metrics import AppMetrics
 from assistant.settings import Settings
 from assistant.store.db import Store
 from assistant.turns.chat import ChatService
+from assistant.turns.conversations import Conversations
 from assistant.turns.pipeline import Pipeline
 from assistant.turns.prompt import Prompts, Transcript
 
@@ -117,6 +118,7 @@ class Runtime:
         self.scheduler = LaneScheduler(deep_max_in_flight=deep_max, slots=self.info.slots)
         self._router: Any = None
         self.jobs = JobQueue(self.store, settings)
+        self.conversations = Conversations(self.store)
         self.metrics = AppMetrics(depth=self.scheduler.depth, job_counts=self.store.job_counts)
         self.chat = ChatService(
             settings=settings,

@@ -25,6 +25,37 @@ if not AUDIO.is_dir():
     AUDIO = Path(os.environ.get("ASSISTANT_TEST_AUDIO", "../shared/audio")).resolve()
 
 
+TIERS = {
+    "test_browser": ("browser", "process", "model"),
+    "test_build": ("process",),
+    "test_chat": ("process",),
+    "test_ci": ("process",),
+    "test_cli": ("process", "model"),
+    "test_crash": ("process",),
+    "test_dashboard": ("process",),
+    "test_doctor": ("process",),
+    "test_embedded": ("process", "model"),
+    "test_engine": ("process",),
+    "test_hardening": ("process", "model"),
+    "test_jobs": ("process",),
+    "test_router": ("model",),
+    "test_security": ("process", "model"),
+    "test_simengine": ("process",),
+    "test_stt": ("model",),
+    "test_tts": ("model",),
+    "test_ui": ("process", "model"),
+    "test_voice": ("process", "model"),
+    "test_wheel": ("process", "model"),
+}
+"""Which tier each module's tests belong to; a module not named here is the fast tier."""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        for mark in TIERS.get(item.module.__name__.rpartition(".")[2], ()):  # type: ignore[union-attr]
+            item.add_marker(getattr(pytest.mark, mark))
+
+
 @pytest.fixture(scope="session")
 def sim_url() -> Iterator[str]:
     """A vLLM-like simulated engine (priority scheduling on) with four slots, fast tokens."""

@@ -17,7 +17,7 @@ async def test_banner_shows_speech_model_loading_until_warm(settings):
         settings=settings,
         engine=SimpleNamespace(warnings=["the engine rejected request priority"]),
     )
-    speech = SpeechModels(rt)  # type: ignore[arg-type]
+    speech = SpeechModels(settings)
     status = EngineStatus(rt, speech)  # type: ignore[arg-type]
     first = await status.banner()
     assert "Loading the speech model" in first

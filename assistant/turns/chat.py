@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
@@ -96,8 +97,10 @@ class ChatService:
         else:
             lane = self.settings.deep if decision.lane == "deep" else self.settings.chat
             result = TurnResult("", decision.lane, decision.reason, None)
-            async for event in self._run(text, lane, decision, conversation_id, result, rec):
-                yield event
+            run = self._run(text, lane, decision, conversation_id, result, rec)
+            async with contextlib.aclosing(run) as events:
+                async for event in events:
+                    yield event
             if result.delegate_requested and self.jobs is not None:
                 handoff = self._delegate(owner, decision, text, conversation_id)
                 result.job_id, result.reason = handoff.job_id, "model asked to delegate"
@@ -132,14 +135,17 @@ class ChatService:
             tools = [DELEGATE_TOOL]
         reply = Reply()
         try:
-            async for event in self._attempt(messages, lane, result, reply, rec, tools=tools):
-                yield event
+            first = self._attempt(messages, lane, result, reply, rec, tools=tools)
+            async with contextlib.aclosing(first) as events:
+                async for event in events:
+                    yield event
             if reply.exhausted and lane.name == "chat":
                 # the budget went on reasoning: once more with thinking off, never more
                 reply = Reply()
-                attempt = self._attempt(messages, lane, result, reply, rec, thinking=False)
-                async for event in attempt:
-                    yield event
+                again = self._attempt(messages, lane, result, reply, rec, thinking=False)
+                async with contextlib.aclosing(again) as events:
+                    async for event in events:
+                        yield event
         except AssistantError as e:
             result.error = str(e)
             result.reply = reply.content

@@ -7,11 +7,14 @@ Built this way so the engine's prefix cache hits turn after turn: nothing that c
 from __future__ import annotations
 
 from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
 
 from assistant.records import Message
 
-PROMPTS_DIR = Path(__file__).resolve().parents[2] / "prompts"
+# package data (the repository's prompts/, mapped into the package by pyproject.toml), so an
+# installed wheel finds them as an editable install does
+PROMPTS_DIR = Path(str(resources.files("assistant.prompts")))
 
 
 CONTINUE = "Continue exactly where you stopped; do not repeat anything."

@@ -10,6 +10,7 @@ be stopped), but its audio is dropped.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import AsyncIterator
 from typing import Protocol
@@ -61,7 +62,7 @@ async def speak(
     pending: asyncio.Queue[str | None] = asyncio.Queue()
     ended: list[TurnEvent] = []
 
-    async def text() -> AsyncIterator[TurnEvent]:
+    async def text(upstream: AsyncIterator[TurnEvent]) -> AsyncIterator[TurnEvent]:
         splitter = SentenceSplitter()
         spoken = False
 
@@ -73,7 +74,7 @@ async def speak(
                 pending.put_nowait(part)
 
         try:
-            async for event in events:
+            async for event in upstream:
                 if event.kind == "content":
                     say(splitter.feed(event.text))  # reasoning is never fed: never spoken
                 elif event.kind == "done" and event.result is not None:
@@ -93,14 +94,18 @@ async def speak(
     async def voice() -> AsyncIterator[TurnEvent]:
         try:
             while (sentence := await pending.get()) is not None:
-                async for event in _say(tts, sentence, rec):
-                    yield event
+                async with contextlib.aclosing(_say(tts, sentence, rec)) as said:
+                    async for event in said:
+                        yield event
         except Exception as e:  # speech failing must not lose the answer
             log.warning("speech failed: %s", e)
             yield TurnEvent("error", text=f"speech failed: {e}")
 
-    async for event in merge(text(), voice()):
-        yield event
+    # closing this stage closes the merge, which closes both sides and the stages before
+    async with contextlib.aclosing(events) as upstream:
+        async with contextlib.aclosing(merge(text(upstream), voice())) as merged:
+            async for event in merged:
+                yield event
     for event in ended:
         yield event
 

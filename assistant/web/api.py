@@ -16,16 +16,29 @@ from typing import Any
 import gradio as gr
 
 from assistant.errors import AssistantError, BadInput
-from assistant.runtime import Runtime
+from assistant.jobs import JobQueue
+from assistant.settings import Settings
 from assistant.turns.chat import check_text
+from assistant.turns.conversations import Conversations
+from assistant.turns.pipeline import Pipeline
 from assistant.web.turns import SpeechModels, owner_of
 
 
 class Api:
     """The endpoint functions. Errors a user can read become `gr.Error`."""
 
-    def __init__(self, rt: Runtime, speech: SpeechModels):
-        self.rt = rt
+    def __init__(
+        self,
+        pipeline: Pipeline,
+        jobs: JobQueue,
+        conversations: Conversations,
+        settings: Settings,
+        speech: SpeechModels,
+    ):
+        self.pipeline = pipeline
+        self.queue = jobs
+        self.conversations = conversations
+        self.settings = settings
         self.speech = speech
 
     async def chat(
@@ -34,14 +47,14 @@ class Api:
         """One typed turn through the router. A deep decision queues a job (see job_id).
 
         Pass the returned conversation_id back to continue the same conversation."""
-        owner = owner_of(self.rt, request)
+        owner = owner_of(self.settings, request)
         try:
             # refused text must not leave an empty conversation behind
-            text = check_text(text, self.rt.settings.max_text_chars)
-            cid = conversation_id or self.rt.store.new_conversation(owner, title=text[:80])
-            if self.rt.store.conversation_owner(cid) != owner:
+            text = check_text(text, self.settings.max_text_chars)
+            cid = conversation_id or self.conversations.start(owner, title=text[:80])
+            if not self.conversations.owned_by(cid, owner):
                 raise BadInput(f"no conversation {cid}")
-            result = await self.rt.turns.ask(
+            result = await self.pipeline.ask(
                 text, owner=owner, conversation_id=cid, force_deep=deep, source="api"
             )
         except AssistantError as e:
@@ -51,17 +64,17 @@ class Api:
     async def delegate(self, text: str, key: str = "", request: gr.Request = None) -> dict:
         """Queue a deep-lane job; the same key gives back the same job (idempotent)."""
         # async: submitting wakes the job worker, whose event lives on the server's loop
-        owner = owner_of(self.rt, request)
+        owner = owner_of(self.settings, request)
         try:
-            text = check_text(text, self.rt.settings.max_text_chars)
-            job = self.rt.jobs.submit(owner, text, key=key or None)
+            text = check_text(text, self.settings.max_text_chars)
+            job = self.queue.submit(owner, text, key=key or None)
         except AssistantError as e:
             raise gr.Error(str(e)) from e
         return _public(job.as_json())
 
     def jobs(self, request: gr.Request = None) -> list:
         """The caller's jobs, newest first (without their reasoning)."""
-        return [_public(j.as_json()) for j in self.rt.store.jobs(owner_of(self.rt, request))]
+        return [_public(j.as_json()) for j in self.queue.owned(owner_of(self.settings, request))]
 
     async def transcribe(self, audio_path: str | None) -> dict:
         """Speech to text: {"text", "language", "duration_s", "stt_ms"}."""
@@ -69,7 +82,7 @@ class Api:
 
         if not audio_path:
             raise gr.Error("no audio file")
-        settings = self.rt.settings
+        settings = self.settings
         try:
             stt = await self.speech.stt()
             samples = await asyncio.to_thread(
@@ -88,9 +101,8 @@ def _public(job: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in job.items() if k not in ("reasoning", "idempotency_key")}
 
 
-def add_api(rt: Runtime, speech: SpeechModels) -> Api:
+def add_api(api: Api) -> Api:
     """Register the endpoints in the current Blocks."""
-    api = Api(rt, speech)
     gr.api(api.chat, api_name="chat")
     gr.api(api.delegate, api_name="delegate")
     gr.api(api.jobs, api_name="jobs", queue=False)

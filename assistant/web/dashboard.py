@@ -35,7 +35,7 @@ def bar_order() -> list[str]:
 
 
 def latency_frame(rows: Iterable[dict[str, Any]]) -> pd.DataFrame:
-    """p50 and p95 per lane and stage over `store.recent_timings` rows; one row per bar.
+    """p50 and p95 per lane and stage over `Conversations.recent_timings` rows; one row per bar.
 
     A stage a turn did not measure (a typed turn has no first audio) is left out of it."""
     rows = list(rows)

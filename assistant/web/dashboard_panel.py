@@ -6,12 +6,14 @@ The numbers come from `assistant.web.dashboard`; this module only places and wir
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import gradio as gr
 
-from assistant.runtime import Runtime
+from assistant.settings import Settings
+from assistant.turns.conversations import Conversations
 from assistant.web.dashboard import EngineWatch, bar_order, engine_markdown, latency_frame
 from assistant.web.turns import owner_of
 
@@ -65,14 +67,22 @@ def build_dash_panel() -> DashPanel:
 class Dash:
     """The dashboard's callbacks."""
 
-    def __init__(self, rt: Runtime, watch: EngineWatch):
-        self.rt = rt
+    def __init__(
+        self,
+        conversations: Conversations,
+        settings: Settings,
+        depth: Callable[[], dict[str, int]],
+        watch: EngineWatch,
+    ):
+        self.conversations = conversations
+        self.settings = settings
+        self.depth = depth
         self.watch = watch
 
     async def latency(self, request: gr.Request) -> tuple[Any, ...]:
         """The caller's recent turns as one plot per lane."""
-        owner = owner_of(self.rt, request)
-        rows = await asyncio.to_thread(self.rt.store.recent_timings, owner, RECENT_TURNS)
+        owner = owner_of(self.settings, request)
+        rows = await asyncio.to_thread(self.conversations.recent_timings, owner, RECENT_TURNS)
         frame = latency_frame(rows)
         out = []
         for lane in ("chat", "deep"):
@@ -85,14 +95,12 @@ class Dash:
 
     async def engine(self) -> str:
         reading = await self.watch.reading()
-        return engine_markdown(reading, self.rt.scheduler.depth())
+        return engine_markdown(reading, self.depth())
 
 
-def add_dashboard(rt: Runtime, demo: gr.Blocks) -> Dash:
+def add_dashboard(dash: Dash, demo: gr.Blocks) -> Dash:
     """Place the dashboard in the current Blocks and wire its refreshes."""
     panel = build_dash_panel()
-    s = rt.settings
-    dash = Dash(rt, EngineWatch(rt.base_url, s.api_key, every_s=REFRESH_S))
     plots = [panel.plots["chat"], panel.plots["deep"]]
     quiet: dict[str, Any] = {"show_progress": "hidden", "queue": False, **PRIVATE}
     for event in (demo.load, panel.timer.tick):

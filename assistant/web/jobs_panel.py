@@ -1,7 +1,7 @@
 """The Jobs panel and job notices: a table refreshed by a timer, a result viewer, actions.
 
 A finished job also leaves a short notice in the chat (spoken when voice is on). Notices are
-taken from the store once (`unnotified` then `mark_notified`), by whichever of the owner's
+taken once (`JobQueue.take_ended`), by whichever of the owner's
 sessions polls first.
 """
 
@@ -18,8 +18,9 @@ from typing import Any
 import gradio as gr
 
 from assistant.errors import AssistantError
+from assistant.jobs import JobQueue
 from assistant.records import Job
-from assistant.runtime import Runtime
+from assistant.settings import Settings
 from assistant.speech.audio import wav_bytes
 from assistant.web.turns import Session, SpeechModels, owner_of
 
@@ -93,20 +94,20 @@ def build_jobs_panel() -> JobsPanel:
 class Jobs:
     """The panel's callbacks; every one is scoped to the caller's own jobs."""
 
-    def __init__(self, rt: Runtime, speech: SpeechModels):
-        self.rt = rt
+    def __init__(self, jobs: JobQueue, settings: Settings, speech: SpeechModels):
+        self.jobs = jobs
+        self.settings = settings
         self.speech = speech
         self.downloads = Path(tempfile.mkdtemp(prefix="assistant-jobs-"))
 
     def _job(self, job_id: str | None, request: gr.Request | None) -> Job | None:
         if not job_id or not _ID.match(job_id):
             return None
-        job = self.rt.store.job(job_id)
-        return job if job is not None and job.owner == owner_of(self.rt, request) else None
+        return self.jobs.get(job_id, owner_of(self.settings, request))
 
     def refresh(self, job_id: str | None, request: gr.Request) -> tuple[Any, ...]:
         """Timer tick: table, selector choices (selection kept), viewer, download."""
-        jobs = self.rt.store.jobs(owner_of(self.rt, request), limit=50)
+        jobs = self.jobs.owned(owner_of(self.settings, request), limit=50)
         ids = [j.id for j in jobs]
         if job_id in ids:
             return job_rows(jobs), gr.Dropdown(choices=ids), *self.show(job_id, request)
@@ -137,7 +138,7 @@ class Jobs:
         job = self._job(job_id, request)
         if job is None:
             raise gr.Error("select one of your jobs first")
-        if not self.rt.jobs.cancel(job.id, job.owner):
+        if not self.jobs.cancel(job.id, job.owner):
             raise gr.Error(f"job {job.id} is {job.state}; only queued or running jobs cancel")
         gr.Info(f"job {job.id} cancelled")
 
@@ -147,7 +148,7 @@ class Jobs:
         if job is None:
             raise gr.Error("select one of your jobs first")
         try:
-            job = self.rt.jobs.retry(job.id, job.owner, bigger=True)
+            job = self.jobs.retry(job.id, job.owner, bigger=True)
         except AssistantError as e:
             raise gr.Error(str(e)) from e
         gr.Info(f"job {job.id} queued again with a budget of {job.budget} tokens")
@@ -160,11 +161,10 @@ class Jobs:
         # the notice is being spoken makes it stale, and writing it back would drop the
         # turn's reply. Then the notices wait for the next tick (or the next turn's end).
         turns = session.turns_ended
-        owner = owner_of(self.rt, request)
-        ended = await asyncio.to_thread(self.rt.store.unnotified, owner)
+        owner = owner_of(self.settings, request)
+        ended = await asyncio.to_thread(self.jobs.take_ended, owner)
         said = []
         for job in ended:
-            self.rt.store.mark_notified(job.id)
             text, spoken = notice_text(job)
             session.pending.append({"role": "assistant", "content": text})
             said.append(spoken)

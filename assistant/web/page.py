@@ -14,8 +14,10 @@ from typing import Any
 import gradio as gr
 
 from assistant.runtime import EngineInfo, Runtime, probe
-from assistant.web.api import add_api
-from assistant.web.dashboard_panel import add_dashboard
+from assistant.web.api import Api, add_api
+from assistant.web.dashboard import EngineWatch
+from assistant.web.dashboard_panel import REFRESH_S as DASH_REFRESH_S
+from assistant.web.dashboard_panel import Dash, add_dashboard
 from assistant.web.jobs_panel import Jobs, build_jobs_panel
 from assistant.web.turns import Session, SpeechModels, Turns
 
@@ -78,12 +80,17 @@ class EngineStatus:
 
 def build_ui(rt: Runtime, speech: SpeechModels | None = None) -> gr.Blocks:
     """The whole page for one runtime; `speech` is shared with whoever warms the models."""
-    speech = speech or SpeechModels(rt)
+    settings = rt.settings
+    speech = speech or SpeechModels(settings)
     # Gradio encodes a streamed audio output with ffmpeg; without it, speak whole replies
     streamed = shutil.which("ffmpeg") is not None
-    turns = Turns(rt, speech, streamed=streamed)
-    jobs = Jobs(rt, speech)
+    # each part of the page gets the services it uses, nothing more
+    turns = Turns(rt.turns, rt.conversations, settings, speech, streamed=streamed)
+    jobs = Jobs(rt.jobs, settings, speech)
     status = EngineStatus(rt, speech)
+    api = Api(rt.turns, rt.jobs, rt.conversations, settings, speech)
+    watch = EngineWatch(rt.base_url, settings.api_key, every_s=DASH_REFRESH_S)
+    dash = Dash(rt.conversations, settings, rt.scheduler.depth, watch)
     private: dict[str, Any] = {"api_visibility": "private"}
 
     with gr.Blocks(title="Assistant") as demo:
@@ -125,8 +132,8 @@ def build_ui(rt: Runtime, speech: SpeechModels | None = None) -> gr.Blocks:
                         notice_audio = gr.Audio(autoplay=True, visible="hidden")
             with gr.Column(scale=2):
                 panel = build_jobs_panel()
-        add_dashboard(rt, demo)
-        add_api(rt, speech)
+        add_dashboard(dash, demo)
+        add_api(api)
 
         chat_io = {
             "inputs": [text, chatbot, session, speak],

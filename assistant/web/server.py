@@ -107,7 +107,7 @@ def serve(settings: Settings, host: str = "127.0.0.1", port: int = 7860) -> int:
             print(f"warning: the engine at {rt.base_url} is unreachable: {rt.info.error}",
                   file=sys.stderr)  # fmt: skip
         # one SpeechModels: the lifespan warms it, the page's banner shows its progress
-        speech = SpeechModels(rt)
+        speech = SpeechModels(rt.settings)
         demo = build_ui(rt, speech)
         demo.queue(max_size=settings.max_queue, default_concurrency_limit=CONCURRENCY)
         demo.launch(

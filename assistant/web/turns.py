@@ -1,7 +1,7 @@
 """The page's chat and voice turns: Gradio callbacks that stream a turn into the Chatbot.
 
-Callbacks stay short: the turn itself is `assistant.turns.voice` (which runs `ChatService.turn`);
-this module only turns its updates into chat messages and audio chunks.
+Callbacks stay short: the turn itself is the pipeline (`assistant.turns.pipeline`); this
+module only turns its events into chat messages and audio chunks.
 """
 
 from __future__ import annotations
@@ -19,9 +19,10 @@ import gradio as gr
 
 from assistant.errors import AssistantError
 from assistant.records import STAGES, TurnEvent, TurnResult, now_ms
-from assistant.runtime import Runtime
+from assistant.settings import Settings
 from assistant.speech.audio import wav_bytes
-from assistant.turns.pipeline import TurnRequest
+from assistant.turns.conversations import Conversations
+from assistant.turns.pipeline import Pipeline, TurnRequest
 
 log = logging.getLogger(__name__)
 
@@ -41,17 +42,17 @@ class Session:
     pending: list[dict[str, Any]] = field(default_factory=list)
 
 
-def owner_of(rt: Runtime, request: gr.Request | None) -> str:
+def owner_of(settings: Settings, request: gr.Request | None) -> str:
     """With a login, the user name; without, everyone is "local"."""
-    if rt.settings.auth and request is not None and request.username:
+    if settings.auth and request is not None and request.username:
         return str(request.username)
     return "local"
 
 
-def conversation(rt: Runtime, session: Session, owner: str) -> str:
+def conversation(conversations: Conversations, session: Session, owner: str) -> str:
     """The session's conversation, started on its first turn (and again if the user changed)."""
     if session.conversation_id is None or session.owner != owner:
-        session.conversation_id = rt.store.new_conversation(owner)
+        session.conversation_id = conversations.start(owner)
         session.owner = owner
     return session.conversation_id
 
@@ -114,20 +115,20 @@ class TurnView:
 class SpeechModels:
     """STT and TTS, loaded once on first use in a thread; a missing model is a message."""
 
-    def __init__(self, rt: Runtime):
-        self.rt = rt
+    def __init__(self, settings: Settings):
+        self.settings = settings
         self.loading: str | None = "Loading the speech models (Whisper, Piper)"
         """What is still loading, for the page's banner; None once ready."""
 
     async def stt(self) -> Any:
         from assistant.speech.stt import load_stt
 
-        return await asyncio.to_thread(load_stt, self.rt.settings)
+        return await asyncio.to_thread(load_stt, self.settings)
 
     async def tts(self) -> Any:
         from assistant.speech.tts import load_tts
 
-        return await asyncio.to_thread(load_tts, self.rt.settings)
+        return await asyncio.to_thread(load_tts, self.settings)
 
     async def warm(self) -> None:
         """Load both at start so the first voice turn does not pay for it."""
@@ -143,8 +144,18 @@ class SpeechModels:
 class Turns:
     """The chat and voice callbacks. `streamed`: the audio output takes sentence chunks."""
 
-    def __init__(self, rt: Runtime, speech: SpeechModels, *, streamed: bool):
-        self.rt = rt
+    def __init__(
+        self,
+        pipeline: Pipeline,
+        conversations: Conversations,
+        settings: Settings,
+        speech: SpeechModels,
+        *,
+        streamed: bool,
+    ):
+        self.pipeline = pipeline
+        self.conversations = conversations
+        self.settings = settings
         self.speech = speech
         self.streamed = streamed
 
@@ -157,8 +168,10 @@ class Turns:
         request: gr.Request,
     ) -> AsyncIterator[tuple[Any, ...]]:
         """Send: a typed turn. Outputs: chatbot, textbox, audio."""
-        async for out in self._typed(text, history, session, speak, request, deep=False):
-            yield out
+        typed = self._typed(text, history, session, speak, request, deep=False)
+        async with contextlib.aclosing(typed) as outs:
+            async for out in outs:
+                yield out
 
     async def delegate(
         self,
@@ -169,8 +182,10 @@ class Turns:
         request: gr.Request,
     ) -> AsyncIterator[tuple[Any, ...]]:
         """Delegate: the same turn, sent to the deep lane as a job."""
-        async for out in self._typed(text, history, session, speak, request, deep=True):
-            yield out
+        typed = self._typed(text, history, session, speak, request, deep=True)
+        async with contextlib.aclosing(typed) as outs:
+            async for out in outs:
+                yield out
 
     async def _typed(
         self,
@@ -186,23 +201,24 @@ class Turns:
         if not text:
             yield gr.skip(), gr.skip(), gr.skip()
             return
-        owner = owner_of(self.rt, request)
+        owner = owner_of(self.settings, request)
         view = TurnView(history, text)
         tts = await self._tts() if speak else None
         request = TurnRequest(
             text=text,
             owner=owner,
-            conversation_id=conversation(self.rt, session, owner),
+            conversation_id=conversation(self.conversations, session, owner),
             speak=speak,
             force_deep=deep,
         )
-        turn = self.rt.turns.stream(request, tts=tts)
+        turn = self.pipeline.stream(request, tts=tts)
         cleared = False
-        async for history_out, audio in self._stream(view, turn, session):
-            # the textbox is cleared once, as the turn starts: what the user types next while
-            # the reply still streams or plays must not be wiped by a later update
-            yield history_out, gr.skip() if cleared else "", audio
-            cleared = True
+        async with contextlib.aclosing(self._stream(view, turn, session)) as outs:
+            async for history_out, audio in outs:
+                # the textbox is cleared once, as the turn starts: what the user types next
+                # while the reply still streams or plays must not be wiped by a later update
+                yield history_out, gr.skip() if cleared else "", audio
+                cleared = True
 
     async def voice(
         self,
@@ -217,7 +233,7 @@ class Turns:
             yield gr.skip(), gr.skip(), gr.skip()
             return
         received = now_ms()  # end of speech: latency counts from here
-        owner = owner_of(self.rt, request)
+        owner = owner_of(self.settings, request)
         view = TurnView(history, "🎤 …")
         try:
             stt = await self.speech.stt()
@@ -229,14 +245,15 @@ class Turns:
         request = TurnRequest(
             audio=audio_path,
             owner=owner,
-            conversation_id=conversation(self.rt, session, owner),
+            conversation_id=conversation(self.conversations, session, owner),
             speak=speak,
             received_ms=received,
             source="voice",
         )
-        turn = self.rt.turns.stream(request, stt=stt, tts=tts)
-        async for history_out, audio in self._stream(view, turn, session):
-            yield history_out, audio, gr.skip()
+        turn = self.pipeline.stream(request, stt=stt, tts=tts)
+        async with contextlib.aclosing(self._stream(view, turn, session)) as outs:
+            async for history_out, audio in outs:
+                yield history_out, audio, gr.skip()
         yield gr.skip(), gr.skip(), None  # clear the recorder for the next turn
 
     async def _tts(self) -> Any:

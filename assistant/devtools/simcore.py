@@ -1,0 +1,122 @@
+"""The simulated engine's parts: its settings, slots, sequences and raw ASGI/SSE helpers."""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import itertools
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from starlette.responses import JSONResponse, Response
+from starlette.types import Message, Receive
+
+
+@dataclass
+class SimConfig:
+    model: str = "sim-model"
+    kind: str = "vllm"  # "llamacpp": priority is ignored (no rejection), /props reports slots
+    max_model_len: int = 32768
+    slots: int = 4
+    priority_policy: bool = False  # like vLLM's --scheduling-policy priority
+    prefill_ms: float = 0.0  # fixed delay before the first token
+    prefill_ms_per_token: float = 0.0  # per prompt token not served by the prefix cache
+    token_ms: float = 5.0  # per output token, per slot
+    busy_slowdown: float = 0.0  # token_ms grows by this fraction per other busy slot
+    reasoning_field: str = "reasoning"  # vLLM's new name; "reasoning_content" is the old one
+    reasoning_tokens: int = 24  # reasoning words before the answer when thinking
+    thinking_efforts: tuple[str, ...] = ("high",)  # efforts that turn thinking on by default
+    answer_words: int = 0  # 0: one rendition of REPLY; N: REPLY repeated to exactly N words
+    interrupt_on_new: bool = False  # llama.cpp-server-like: a new request cuts the running one
+    fault: str = ""  # default fault for every request
+    fail_first: int = 0  # the first N requests fail with fail_status
+    fail_status: int = 503
+    retry_after: int = 1
+    cut_after: int = 5
+    stall_s: float = 3600.0
+    kv_tokens: int = 65536  # KV pool size in tokens, for vllm:kv_cache_usage_perc
+
+
+class Slots:
+    """`n` sequence slots with a waiting queue ordered by (priority, arrival): FIFO when all
+    priorities are equal, which is how vLLM's waiting queue behaves."""
+
+    def __init__(self, n: int) -> None:
+        self.n, self.running = n, 0
+        self._heap: list[tuple[int, int, asyncio.Future[None]]] = []
+        self._seq = itertools.count()
+
+    @property
+    def waiting(self) -> int:
+        return sum(1 for *_, f in self._heap if not f.done())
+
+    async def acquire(self, priority: int) -> None:
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        heapq.heappush(self._heap, (priority, next(self._seq), fut))
+        self.wake()
+        try:
+            await fut
+        except asyncio.CancelledError:
+            if fut.done() and not fut.cancelled():  # granted just as the client left
+                self.release()
+            raise
+
+    def release(self) -> None:
+        self.running -= 1
+        self.wake()
+
+    def wake(self) -> None:
+        while self._heap and self.running < self.n:
+            *_, fut = heapq.heappop(self._heap)
+            if not fut.done():  # cancelled waiters are skipped here, not searched for
+                self.running += 1
+                fut.set_result(None)
+
+
+@dataclass(eq=False)  # identity hashing: kept in a set while running
+class Seq:
+    """A request holding a slot: what KV usage and interruption need to know."""
+
+    tokens: int
+    cut: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+class Cut(Exception):
+    """Abort the response: the client sees a closed connection, not a clean end."""
+
+
+def words(text: str) -> int:
+    return len(text.split())
+
+
+def text_of(content: Any) -> str:
+    if isinstance(content, list):  # OpenAI content parts
+        return " ".join(p.get("text", "") for p in content if isinstance(p, dict))
+    return content if isinstance(content, str) else ""
+
+
+def start(headers: list[tuple[bytes, bytes]]) -> Message:
+    return {"type": "http.response.start", "status": 200, "headers": headers}
+
+
+def sse(obj: Any) -> Message:
+    return part(f"data: {json.dumps(obj)}\n\n".encode())
+
+
+def part(data: bytes, more: bool = True) -> Message:
+    return {"type": "http.response.body", "body": data, "more_body": more}
+
+
+async def watch_disconnect(receive: Receive, work: asyncio.Task[None], left: asyncio.Event) -> None:
+    """A client that goes away frees its slot, as in a real engine (it aborts the request)."""
+    while (await receive())["type"] != "http.disconnect":
+        pass
+    left.set()
+    work.cancel()
+
+
+def error(status: int, message: str, headers: dict[str, str] | None = None) -> Response:
+    kind = {400: "BadRequestError", 429: "RateLimitError"}.get(status, "ServiceUnavailableError")
+    payload = {"error": {"message": message, "type": kind, "param": None, "code": status}}
+    return JSONResponse(payload, status_code=status, headers=headers)

@@ -1,0 +1,1 @@
+"""The prompt files, shipped inside the package as `assistant.prompts` (see pyproject.toml)."""

@@ -1,0 +1,81 @@
+"""The tree keeps the shape the README's Layout section describes."""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+from pathlib import Path
+
+from assistant.records import STAGES, TIMING_KEYS, Timings
+
+PACKAGE = Path(__file__).resolve().parent.parent / "assistant"
+MAX_LINES = 420  # "about 400": past that, split along a stage boundary
+
+
+def _modules() -> dict[str, Path]:
+    found = {}
+    for path in PACKAGE.rglob("*.py"):
+        parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+        found[".".join(parts).removesuffix(".__init__")] = path
+    return found
+
+
+def _imports(path: Path, known: dict[str, Path]) -> set[str]:
+    """Every assistant module `path` imports, at the top or inside a function."""
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module in known:
+            out.add(node.module)
+            for alias in node.names:  # `from assistant.speech import audio`
+                if f"{node.module}.{alias.name}" in known:
+                    out.add(f"{node.module}.{alias.name}")
+        elif isinstance(node, ast.Import):
+            out |= {a.name for a in node.names if a.name in known}
+    return out
+
+
+def test_no_import_cycles():
+    modules = _modules()
+    graph = {name: _imports(path, modules) for name, path in modules.items()}
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    cycles = []
+
+    def visit(name: str, path: list[str]) -> None:
+        state[name] = 1
+        for target in sorted(graph[name]):
+            if state.get(target) == 1:
+                cycles.append([*path[path.index(target) :], target])
+            elif target not in state:
+                visit(target, [*path, target])
+        state[name] = 2
+
+    for name in sorted(graph):
+        if name not in state:
+            visit(name, [name])
+    assert not cycles, "import cycles: " + "; ".join(" -> ".join(c) for c in cycles)
+
+
+def test_no_module_is_too_long():
+    long = {
+        str(p.relative_to(PACKAGE.parent)): n
+        for p in PACKAGE.rglob("*.py")
+        if (n := len(p.read_text().splitlines())) > MAX_LINES
+    }
+    assert not long, f"split these along a stage boundary: {long}"
+
+
+def test_the_web_layer_never_touches_the_store():
+    modules = _modules()
+    for name, path in modules.items():
+        if name.startswith("assistant.web"):
+            assert not any(m.startswith("assistant.store") for m in _imports(path, modules)), name
+
+
+def test_one_list_of_stages_and_one_percentile():
+    assert tuple(f.name for f in dataclasses.fields(Timings)) == TIMING_KEYS == tuple(STAGES)
+    for path in PACKAGE.rglob("*.py"):
+        if path.name == "stats.py":
+            continue
+        text = path.read_text()
+        for other in ("np.percentile", "quantile(", "def pct", "def percentile"):
+            assert other not in text, f"{path.name}: use assistant.stats.percentile"
