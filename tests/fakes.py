@@ -27,6 +27,8 @@ class FakeEngine(Engine):
         self.requests: list[tuple[str, list[Message]]] = []
         self.active = 0
         self.max_active = 0
+        self.tokens = 0
+        """Content tokens yielded so far, over all requests."""
 
     async def stream(  # type: ignore[override]
         self, messages: list[Message], lane: LaneConfig, **kw: object
@@ -43,6 +45,7 @@ class FakeEngine(Engine):
                     yield StreamEvent("finish", finish_reason="cut")
                     return
                 await asyncio.sleep(self.token_s)
+                self.tokens += 1
                 yield StreamEvent("content", text=f"w{i} ", tokens=1)
             yield StreamEvent("finish", finish_reason="stop")
         finally:

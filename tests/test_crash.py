@@ -8,7 +8,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 from assistant.engine.lanes import LaneScheduler
@@ -17,6 +16,7 @@ from assistant.store.db import Store
 from assistant.turns.prompt import Prompts
 from tests.conftest import sim_engine, sim_settings
 from tests.simengine_proc import run_simengine
+from tests.waiting import until, wait_until
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -72,14 +72,11 @@ async def test_sigkill_mid_job_then_restart_finishes_every_job(tmp_path, setting
             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path,
         )  # fmt: skip
         store = Store(tmp_path / "assistant.db")
-        deadline = time.monotonic() + 60
-        running = []
-        while time.monotonic() < deadline:
-            running = [j for j in store.jobs() if j.state == "running" and j.answer_tokens > 5]
-            if running:
-                break
-            time.sleep(0.2)
-        assert running, "the job never started"
+        running = wait_until(
+            lambda: [j for j in store.jobs() if j.state == "running" and j.answer_tokens > 5],
+            60,
+            "the job to start and save progress",
+        )
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait()
         partial = store.job(running[0].id)
@@ -97,10 +94,9 @@ async def test_sigkill_mid_job_then_restart_finishes_every_job(tmp_path, setting
         )
         serving = asyncio.create_task(worker.serve(poll_s=0.1))
         try:
-            for _ in range(600):
-                if all(j.state == "done" for j in store.jobs()):
-                    break
-                await asyncio.sleep(0.1)
+            await until(
+                lambda: all(j.state == "done" for j in store.jobs()), 60, "every job to finish"
+            )
         finally:
             serving.cancel()
             await asyncio.gather(serving, return_exceptions=True)

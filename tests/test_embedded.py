@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import time
 
 import httpx
 import pytest
@@ -11,6 +10,7 @@ import pytest
 from assistant.engine.embedded import EmbeddedEngine
 from assistant.runtime import Runtime
 from assistant.turns.pipeline import TurnRequest
+from tests.waiting import until
 
 # one event loop for the module: the runtime's scheduler and queues belong to the loop that
 # first uses them, as they do in the app (one server loop) and the CLI (one asyncio.run)
@@ -91,20 +91,18 @@ async def test_chat_preempts_a_deep_job_on_the_real_engine(runtime, monkeypatch)
         for attempt in range(4):
             job = runtime.jobs.submit("local", f"Write a long story about a keeper {attempt}.")
             partial = ""
-            deadline = time.monotonic() + 300
-            while time.monotonic() < deadline:
-                current = runtime.store.job(job.id)
-                partial = current.result
-                if len(partial.split()) > 5 or current.state not in ("queued", "running"):
-                    break
-                await asyncio.sleep(0.05)
+            await until(
+                lambda j=job: (
+                    len(runtime.store.job(j.id).result.split()) > 5 or _ended(runtime, j.id)
+                ),
+                300,
+                "the deep job to produce output",
+            )
+            partial = runtime.store.job(job.id).result
             assert partial, "the deep job never produced output"
             chat = await runtime.turns.ask("Hello, how are you?", deep_inline=True)
             assert chat.lane == "chat" and chat.finish_reason in ("stop", "length"), chat.error
-            deadline = time.monotonic() + 900
-            while runtime.store.job(job.id).state in ("queued", "running"):
-                assert time.monotonic() < deadline, "the job never finished"
-                await asyncio.sleep(0.1)
+            await until(lambda j=job: _ended(runtime, j.id), 900, "the job to end")
             if runtime.scheduler.stats["deep"].preemptions:
                 break
     finally:
@@ -114,6 +112,10 @@ async def test_chat_preempts_a_deep_job_on_the_real_engine(runtime, monkeypatch)
     assert final.state == "done", final.error
     assert final.result.startswith(partial)  # what it generated before the chat turn is kept
     assert runtime.scheduler.stats["deep"].preemptions >= 1
+
+
+def _ended(runtime, job_id: str) -> bool:
+    return runtime.store.job(job_id).state not in ("queued", "running")
 
 
 class _CrashesAtFirstGeneration(EmbeddedEngine):
@@ -139,13 +141,9 @@ def test_start_checks_a_real_generation_and_tells_the_cause(tmp_path):
 
 async def _kill_when(runtime, sig, ready) -> int:
     """Kill the engine process with `sig` once `ready()` holds; returns the pid killed."""
-    import asyncio
     import signal as _signal
 
-    deadline = time.monotonic() + 300
-    while not ready():
-        assert time.monotonic() < deadline, "never reached the point to kill the engine"
-        await asyncio.sleep(0.05)
+    await until(ready, 300, "the point to kill the engine at")
     pid = runtime.embedded.pid
     os.kill(pid, getattr(_signal, sig))
     return pid
@@ -211,10 +209,7 @@ async def test_engine_killed_mid_job_resumes_the_job(runtime, monkeypatch):
                 return len(partial.split()) > 5 or current.state not in ("queued", "running")
 
             await _kill_when(runtime, "SIGKILL", producing)
-            deadline = time.monotonic() + 900
-            while runtime.store.job(job.id).state in ("queued", "running"):
-                assert time.monotonic() < deadline, "the job never finished after the crash"
-                await asyncio.sleep(0.1)
+            await until(lambda j=job: _ended(runtime, j.id), 900, "the job to end after the crash")
             if worker.crashes:
                 break
             await asyncio.to_thread(runtime.embedded.ready.wait, 120)

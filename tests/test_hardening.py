@@ -21,6 +21,7 @@ import numpy as np
 import pytest
 from gradio_client import Client, handle_file
 
+from assistant.records import Job
 from assistant.speech.audio import SAMPLE_RATE, wav_bytes
 from assistant.store.db import Store
 from assistant.turns.voice import NOT_CAUGHT
@@ -28,6 +29,7 @@ from tests.app_proc import CLI_SERVE, App, run_app
 from tests.conftest import AUDIO
 from tests.page_session import PageSession, chat_text
 from tests.simengine_proc import run_simengine, sim_requests, sim_reset
+from tests.waiting import wait_until
 
 MAX_QUEUE = 4
 MAX_UPLOAD = 3_000_000
@@ -254,14 +256,15 @@ def test_sigkill_mid_write_and_mid_job_then_restart_loses_nothing(tmp_path):
             for w in writers:
                 w.start()
             store = Store(data / "assistant.db")
-            deadline = time.monotonic() + 60
-            while time.monotonic() < deadline:
-                job = store.job(running["id"])
+
+            def halfway() -> Job | None:
                 # some turns returned and more in flight; kill by half-way through the job
-                if job.state == "running" and job.reasoning_tokens > 0 and returned:
-                    if len(returned) >= 8 or job.reasoning_tokens >= 1500:
-                        break
-                time.sleep(0.1)
+                job = store.job(running["id"])
+                busy = job.state == "running" and job.reasoning_tokens > 0 and returned
+                enough = len(returned) >= 8 or job.reasoning_tokens >= 1500
+                return job if busy and enough else None
+
+            job = wait_until(halfway, 60, "the job to run while turns are written")
             assert job.state == "running" and job.reasoning_tokens > 0, job
             os.kill(first.proc.pid, signal.SIGKILL)  # turns are being written right now
             first.proc.wait()
@@ -277,12 +280,10 @@ def test_sigkill_mid_write_and_mid_job_then_restart_loses_nothing(tmp_path):
                 assert text in [u for u, _ in store.turns(cid)], (cid, text)
 
         with run_app(data, url, entry=CLI_SERVE) as second:  # the same data dir, a new process
-            deadline = time.monotonic() + 180
-            while time.monotonic() < deadline:
-                jobs = {j.id: j for j in store.jobs()}
-                if all(j.state == "done" for j in jobs.values()):
-                    break
-                time.sleep(0.5)
+            wait_until(
+                lambda: all(j.state == "done" for j in store.jobs()), 180, "every job to finish"
+            )
+            jobs = {j.id: j for j in store.jobs()}
             assert set(jobs) == {running["id"], waiting["id"]}  # no job lost, none doubled
             assert all(j.state == "done" and j.result for j in jobs.values()), jobs
             assert jobs[running["id"]].attempts >= 2  # it was taken up again after the kill

@@ -13,6 +13,7 @@ from assistant.turns.prompt import Prompts
 from tests.conftest import sim_engine, sim_settings
 from tests.fakes import FakeEngine
 from tests.simengine_proc import sim_requests
+from tests.waiting import until
 
 
 def _worker(store, engine, settings, scheduler=None) -> tuple[JobQueue, JobWorker]:
@@ -64,15 +65,11 @@ async def test_chat_preempts_a_running_job_which_resumes_without_losing_work(set
     queue, worker = _worker(store, engine, settings, sched)
     serving = asyncio.create_task(worker.serve(poll_s=0.05))
     job = queue.submit("ann", "a long task")
-    while engine.active == 0:
-        await asyncio.sleep(0.01)
-    await asyncio.sleep(0.1)  # some words generated
+    await until(lambda: engine.active, 10, "the job to reach the engine")
+    await until(lambda: engine.tokens > 5, 10, "some words to be generated")
     async with sched.admit("chat"):
         chat_events = [ev async for ev in engine.stream([Message("user", "hi")], settings.chat)]
-    for _ in range(300):
-        if store.job(job.id).state == "done":
-            break
-        await asyncio.sleep(0.02)
+    await until(lambda: store.job(job.id).state == "done", 10, "the job to finish")
     serving.cancel()
     await asyncio.gather(serving, return_exceptions=True)
     final = store.job(job.id)

@@ -189,15 +189,13 @@ async def wait_metrics(url: str, running: int, waiting: int) -> dict[str, float]
     """Poll /metrics until the engine holds this many requests (they need a moment to arrive)."""
     values: dict[str, float] = {}
     async with httpx.AsyncClient() as http:
-        for _ in range(150):
+        deadline = time.monotonic() + 3
+        while True:  # each look is an HTTP request: `until` takes only a plain condition
             values = parse_metrics((await http.get(root_url(url) + "/metrics")).text)
-            if (values["vllm:num_requests_running"], values["vllm:num_requests_waiting"]) == (
-                running,
-                waiting,
-            ):
-                break
+            held = (values["vllm:num_requests_running"], values["vllm:num_requests_waiting"])
+            if held == (running, waiting) or time.monotonic() > deadline:
+                return values
             await asyncio.sleep(0.02)
-    return values
 
 
 async def test_priority_policy_serves_lower_first() -> None:

@@ -17,6 +17,7 @@ from assistant.web.security import is_loopback
 from tests.app_proc import REPO, App, app_env, free_port, run_app
 from tests.conftest import AUDIO
 from tests.simengine_proc import run_simengine
+from tests.waiting import wait_until
 
 
 @pytest.fixture(scope="module")
@@ -69,14 +70,13 @@ def test_delegate_queues_a_job_the_app_runs(client):
     assert job["state"] in ("queued", "running") and job["owner"] == "local"
     twice = client.predict("summarize the history of tea", "key-1", api_name="/delegate")
     assert twice["id"] == job["id"], "the same key gives the same job"
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        listed = {j["id"]: j for j in client.predict(api_name="/jobs")}
-        if listed[job["id"]]["state"] not in ("queued", "running"):
-            break
-        time.sleep(0.5)
+
+    def ended() -> dict | None:
+        mine = next(j for j in client.predict(api_name="/jobs") if j["id"] == job["id"])
+        return mine if mine["state"] not in ("queued", "running") else None
+
     # the job worker runs inside the app: the job finished with no other process
-    done = listed[job["id"]]
+    done = wait_until(ended, 60, "the job to end", every=0.5)
     assert done["state"] == "done", done
     assert "summarize the history of tea" in done["result"]
     assert "reasoning" not in done
@@ -102,11 +102,7 @@ def test_stopping_hands_running_jobs_back_and_removes_the_pid_file(tmp_path):
         assert pidfile.exists()
         job = Client(running.url, verbose=False).predict("a slow task", api_name="/delegate")
         store = Store(running.data_dir / "assistant.db")
-        for _ in range(100):
-            if store.job(job["id"]).state == "running":
-                break
-            time.sleep(0.1)
-        assert store.job(job["id"]).state == "running"
+        wait_until(lambda: store.job(job["id"]).state == "running", 10, "the job to start")
         running.proc.send_signal(signal.SIGTERM)
         assert running.proc.wait(timeout=30) == 0
         # the worker was cancelled with the server: the job went back to the queue
