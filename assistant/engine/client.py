@@ -181,6 +181,7 @@ class Engine:
         finish: str | None = None
         note = ""
         produced = 0  # tokens so far, for a stream that ends with no finish reason
+        resumed = self.transcript is not None and self.transcript.continues(messages)
         calls: dict[int, dict[str, str]] = {}
         try:
             iterator = stream.__aiter__()
@@ -212,8 +213,9 @@ class Engine:
                     yield StreamEvent("usage", tokens=usage.completion_tokens)
                 for choice in chunk.choices or []:
                     if self.transcript is not None:  # a completion: text, no delta
-                        # the answer's first word comes with the space after "Assistant:"
-                        text = choice.text if started else (choice.text or "").lstrip()
+                        # a new answer's first word comes with the space after "Assistant:";
+                        # a resumed answer's continuation keeps its own
+                        text = choice.text if started or resumed else (choice.text or "").lstrip()
                         if text:
                             started = True
                             produced += 1

@@ -89,11 +89,18 @@ class Transcript:
     user: str = "User:"
     assistant: str = "Assistant:"
 
+    @staticmethod
+    def continues(messages: list[Message]) -> bool:
+        """Whether `messages` resume an answer (see `Prompts.deep`): the transcript then ends
+        inside that answer, and what comes next is its continuation, spaces and all."""
+        turns = [m for m in messages if m.role != "system"]
+        return len(turns) >= 2 and turns[-1].content == CONTINUE and turns[-2].role == "assistant"
+
     def render(self, messages: list[Message], lane: str = "chat") -> str:
         """The transcript of `messages`; a resumed answer (see `Prompts.deep`) stays open."""
         turns = [m for m in messages if m.role != "system"]
         partial = ""
-        if len(turns) >= 2 and turns[-1].content == CONTINUE and turns[-2].role == "assistant":
+        if self.continues(messages):
             partial, turns = turns[-2].content, turns[:-2]
         lines = [self.deep_opening if lane == "deep" and self.deep_opening else self.opening]
         for m in turns:
