@@ -239,7 +239,7 @@ def test_the_dashboard_plots_latency_per_lane_and_shows_the_engine(page):
     # voice and typed turns on the chat lane; the timer refreshes the plot
     expect(chat_plot).to_contain_text(re.compile(r"[2-9] turns measured"), timeout=30_000)
     axis = chat_plot.locator("[aria-roledescription=axis][aria-label^=X-axis]")
-    expect(axis).to_have_attribute("aria-label", re.compile("1st audio p50.*ttft p95"))
+    expect(axis).to_have_attribute("aria-label", re.compile("1st audio p50.*1st token p95"))
     expect(chat_plot.locator(".mark-rect path")).to_have_count(6)  # 3 stages x (p50, p95)
     deep_plot = page.locator("#latency-deep")  # the spoken hand-off: first audio and total
     expect(deep_plot).to_contain_text("1 turn measured")

@@ -24,14 +24,16 @@ from assistant.stats import percentile
 
 LANES = ("chat", "deep")
 PLOTTED = ("first_audio", "ttft", "total")
-"""The stages the plot shows (labelled as everywhere else, from `records.STAGES`)."""
+"""The stages the plot shows; labelled as under each reply (`records.STAGES`), except that the
+plot has always spelled time to first token out."""
+PLOT_LABELS = {**STAGES, "ttft": "1st token"}
 STATS = {"p50": 50, "p95": 95}
 COLUMNS = ["lane", "stage", "stat", "ms", "turns", "bar"]
 
 
 def bar_order() -> list[str]:
     """The x axis in reading order: each stage's p50 next to its p95."""
-    return [f"{STAGES[stage]} {stat}" for stage in PLOTTED for stat in STATS]
+    return [f"{PLOT_LABELS[stage]} {stat}" for stage in PLOTTED for stat in STATS]
 
 
 def latency_frame(rows: Iterable[dict[str, Any]]) -> pd.DataFrame:
@@ -42,7 +44,7 @@ def latency_frame(rows: Iterable[dict[str, Any]]) -> pd.DataFrame:
     records = []
     for lane in LANES:
         for stage in PLOTTED:
-            label = STAGES[stage]
+            label = PLOT_LABELS[stage]
             values = [
                 float(r["timings"][stage])
                 for r in rows
