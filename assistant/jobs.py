@@ -16,7 +16,7 @@ import uuid
 from dataclasses import dataclass, field
 
 from assistant.engine.client import Engine
-from assistant.engine.fold import Fold
+from assistant.engine.fold import Fold, folded
 from assistant.engine.lanes import LaneScheduler
 from assistant.errors import AssistantError, Busy, EngineUnavailable
 from assistant.records import CRASHED, CUT, INCOMPLETE, INTERRUPTED, STALLED, Job, Reply
@@ -274,17 +274,14 @@ class JobWorker:
         lane = self.settings.deep
         remaining = max(256, job.budget - progress.tokens)
         fold = Fold(progress.reply)  # continues the answer kept so far
-        events = self.engine.stream(messages, lane, max_tokens=remaining)
-        try:
+        stream = self.engine.stream(messages, lane, max_tokens=remaining)
+        async with contextlib.aclosing(folded(stream, fold)) as events:
             async for ev in events:
-                fold.add(ev)
                 if ev.kind == "finish":
                     if ev.finish_reason == CRASHED:
                         log.warning("job %s: %s; it resumes", job.id, ev.text)
                         self.crashes += 1
                     return ev.finish_reason
-        finally:
-            await events.aclose()
         return CUT
 
     async def _heartbeat(self, job: Job, progress: Progress) -> None:

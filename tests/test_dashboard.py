@@ -20,6 +20,7 @@ from assistant.web.dashboard import EngineWatch, bar_order, engine_markdown, lat
 from assistant.web.metrics_route import scrape_allowed
 from tests.app_proc import free_port, run_app
 from tests.simengine_proc import root_url, run_simengine, sim_reset
+from tests.waiting import wait_until
 
 
 @pytest.fixture(scope="module")
@@ -231,12 +232,12 @@ def test_app_metrics_count_each_turn_once_per_lane_with_jobs_and_queues(sim, tmp
         assert reply["error"] is None
         job = client.predict("think hard about tea", "", True, api_name="/chat")
         assert job["lane"] == "deep" and job["job_id"]
-        deadline = time.monotonic() + 180
-        while time.monotonic() < deadline:
+
+        def job_done() -> dict | None:
             metrics = scrape(app.url)
-            if sample(metrics, "assistant_jobs", state="done") == 1:
-                break
-            time.sleep(0.5)
+            return metrics if sample(metrics, "assistant_jobs", state="done") == 1 else None
+
+        metrics = wait_until(job_done, 180, "the job to be counted done", every=0.5)
     count = "assistant_turn_latency_ms_count"
     assert sample(metrics, count, lane="chat", stage="total") == 1
     assert sample(metrics, count, lane="chat", stage="ttft") == 1

@@ -90,8 +90,7 @@ async def test_cancel_stops_a_running_job(settings):
     queue, worker = _worker(store, engine, settings)
     job = queue.submit("ann", "endless")
     run = asyncio.create_task(worker.run_by_id(job.id))
-    while engine.active == 0:
-        await asyncio.sleep(0.01)
+    await until(lambda: engine.active, 10, "the job to reach the engine")
     assert queue.cancel(job.id, "ann")
     final = await asyncio.wait_for(run, timeout=10)
     assert final.state == "cancelled"

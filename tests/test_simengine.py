@@ -294,7 +294,7 @@ async def test_stall_hits_read_timeout_and_frees_slot() -> None:
         with pytest.raises(httpx.ReadTimeout):
             await raw_stream(url, {"sim_fault": "stall"}, read_timeout=0.5)
         assert time.monotonic() - start < 3
-        await asyncio.sleep(0.2)  # the engine notices the disconnect and aborts the request
+        await wait_metrics(url, 0, 0)  # the engine notices the disconnect, aborts the request
         chunks, done = await raw_stream(url, {})  # would wait forever if the slot leaked
     assert done and joined(chunks, "content") == EXPECTED
 

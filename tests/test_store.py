@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import sqlite3
-import time
 
 from assistant.records import Timings, TurnResult
 from assistant.store.db import MIGRATIONS, Store
+from tests.waiting import wait_until
 
 
 def test_migrations_run_once_and_wal_is_on(tmp_path):
@@ -49,8 +49,8 @@ def test_lease_claim_heartbeat_and_recovery(tmp_path):
     assert claimed is not None and claimed.id == job.id and claimed.state == "running"
     assert store.claim_job("w2", lease_s=0.2) is None  # leased to w1
     assert store.heartbeat(job.id, "w1", 0.2, result="partial", answer_tokens=3)
-    time.sleep(0.3)  # w1 died: its lease ran out
-    again = store.claim_job("w2", lease_s=5)
+    # w1 died: once its lease runs out, another worker claims the job
+    again = wait_until(lambda: store.claim_job("w2", lease_s=5), 5, "w1's lease to run out")
     assert again is not None and again.id == job.id and again.result == "partial"
     assert not store.heartbeat(job.id, "w1", 5)  # the old worker no longer owns it
     assert store.finish_job(job.id, "w2", "done", result="all")

@@ -9,7 +9,7 @@ from assistant.records import Message
 from assistant.turns.prompt import CONTINUE, Prompts, Transcript
 
 OPENING = "A conversation.\n\nUser: hi\nAssistant: Hello."
-T = Transcript(OPENING, "A task.\n\nUser: task\nAssistant: Long answer.")
+T = Transcript(OPENING, "User: task\nAssistant: Long answer.\n\nIn paragraphs.")
 
 
 def test_history_is_kept_one_line_per_turn_ending_at_the_assistant():
@@ -32,7 +32,8 @@ def test_a_resumed_answer_stays_open_and_the_deep_lane_has_its_own_examples():
     messages = Prompts("s", "d").deep("Explain steam engines.", partial="Steam engines are used")
     assert T.continues(messages) and messages[-1].content == CONTINUE
     prompt = T.render(messages, "deep")
-    assert prompt.startswith("A task.") and prompt.endswith(
+    # the chat opening first (the engine's prefix cache serves both lanes), then the example
+    assert prompt.startswith(OPENING + "\nUser: task\nAssistant: Long answer.") and prompt.endswith(
         "User: Explain steam engines.\nAssistant: Steam engines are used"
     )
 

@@ -8,6 +8,7 @@ of the reasoning field, llama.cpp's lack of both) is decided here.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import random
@@ -20,7 +21,7 @@ import httpx
 import openai
 from openai import AsyncOpenAI
 
-from assistant.engine.fold import Fold
+from assistant.engine.fold import Fold, folded
 from assistant.errors import EngineError, EngineUnavailable
 from assistant.records import (
     CRASHED,
@@ -268,7 +269,7 @@ class Engine:
             return budget
         prompt = sum(estimate_tokens(m.content) + 4 for m in messages)
         if self.transcript is not None:
-            prompt += estimate_tokens(self.transcript.deep_opening or self.transcript.opening)
+            prompt += estimate_tokens(self.transcript.opening + self.transcript.deep_opening)
         return max(16, min(budget, self.context - prompt - 64))
 
     async def _open(
@@ -388,9 +389,7 @@ def _retry_after(e: openai.APIStatusError) -> float | None:
 async def collect(events: AsyncIterator[StreamEvent]) -> Reply:
     """Run a stream to its end and fold it into a Reply."""
     fold = Fold()
-    try:
-        async for ev in events:
-            fold.add(ev)
-    finally:
-        await events.aclose()  # type: ignore[attr-defined]
+    async with contextlib.aclosing(folded(events, fold)) as stream:
+        async for _ in stream:
+            pass
     return fold.reply

@@ -7,6 +7,7 @@ tool calls are parsed defensively (an engine may send broken JSON arguments).
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator
 
 from assistant.records import INCOMPLETE, Reply, StreamEvent, now_ms
 
@@ -57,6 +58,17 @@ class Fold:
         if self.first_ms is not None and tokens > 1:
             elapsed = (now_ms() - self.first_ms) / 1000.0
             self.reply.tokens_per_s = round((tokens - 1) / elapsed, 2) if elapsed > 0 else None
+
+
+async def folded(events: AsyncIterator[StreamEvent], fold: Fold) -> AsyncIterator[StreamEvent]:
+    """The engine stage of turns and jobs alike: `events` passed on, each folded into
+    `fold.reply` first; the engine stream is closed when this ends or is closed."""
+    try:
+        async for ev in events:
+            fold.add(ev)
+            yield ev
+    finally:
+        await events.aclose()  # type: ignore[attr-defined]
 
 
 def is_delegate(raw: str) -> bool:

@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 
 from assistant.engine.client import Engine
-from assistant.engine.fold import Fold
+from assistant.engine.fold import Fold, folded
 from assistant.engine.lanes import LaneScheduler
 from assistant.errors import AssistantError, BadInput, BudgetExhausted
 from assistant.records import Message, Reply, RouteDecision, TurnEvent, TurnResult, now_ms
@@ -189,16 +189,13 @@ class ChatService:
         async with self.scheduler.admit(lane.name) as ticket:  # type: ignore[arg-type]
             rec.add("queue", ticket.queue_ms)
             fold = Fold(reply)
-            events = self.engine.stream(messages, lane, **kw)  # type: ignore[arg-type]
-            try:
+            stream = self.engine.stream(messages, lane, **kw)  # type: ignore[arg-type]
+            async with contextlib.aclosing(folded(stream, fold)) as events:
                 async for ev in events:
-                    fold.add(ev)
                     if fold.ttft_ms is not None:
                         rec.first("ttft", fold.ttft_ms)
                     if ev.kind in ("reasoning", "content"):
                         yield TurnEvent(ev.kind, text=ev.text)
-            finally:
-                await events.aclose()
             rec.set("llm_total", now_ms() - fold.sent_ms)
             result.tokens = fold.tokens
             self.scheduler.record(lane.name, rec.timings.ttft, reply.tokens_per_s)  # type: ignore[arg-type]

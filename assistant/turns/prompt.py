@@ -83,9 +83,9 @@ class Transcript:
     prompts (system.md, delegate.md) mean nothing to it, so they are left out."""
 
     opening: str
-    """Example exchanges of the length wanted on the chat lane: a line."""
+    """The transcript's start: a preamble and example exchanges one line long (chat)."""
     deep_opening: str = ""
-    """The deep lane's: an answer of several paragraphs."""
+    """Added after `opening` on the deep lane: an example answer of several paragraphs."""
     user: str = "User:"
     assistant: str = "Assistant:"
 
@@ -102,7 +102,11 @@ class Transcript:
         partial = ""
         if self.continues(messages):
             partial, turns = turns[-2].content, turns[:-2]
-        lines = [self.deep_opening if lane == "deep" and self.deep_opening else self.opening]
+        # the deep lane's long example comes after the shared opening, so that a chat turn after
+        # a deep request still finds the opening in the engine's prefix cache
+        lines = [self.opening]
+        if lane == "deep" and self.deep_opening:
+            lines.append(self.deep_opening)
         for m in turns:
             speaker = self.user if m.role == "user" else self.assistant
             # one line per turn: a newline in the text must not start a turn of its own
