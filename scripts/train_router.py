@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import json
 import sys
 from pathlib import Path
 
 import numpy as np
 
 from assistant.routing.embedder import MiniLM
-from assistant.routing.router import Head, embed, load_examples, stratified_folds
+from assistant.routing.router import Head, embed, load_examples
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "assistant" / "data"
@@ -26,6 +27,51 @@ L2_GRID = (0.03, 0.1, 0.3, 1.0)
 THRESHOLD_GRID = (0.25, 0.3, 0.35, 0.4, 0.45, 0.5)
 MIN_DEEP_RECALL = 0.99
 """Missing deep costs more than a slow chat reply: a hard task gets a shallow answer."""
+
+
+def fit_head(x: np.ndarray, deep: np.ndarray, *, l2: float, threshold: float) -> Head:
+    """Class-balanced L2 logistic regression by Newton's method (385 unknowns: exact
+    and fast, no solver dependency)."""
+    y = deep.astype(np.float64)
+    n, dim = x.shape
+    xb = np.hstack([x.astype(np.float64), np.ones((n, 1))])
+    n_deep = max(y.sum(), 1.0)
+    sample_w = np.where(y == 1, n / (2 * n_deep), n / (2 * max(n - n_deep, 1.0)))
+    ridge = np.eye(dim + 1) * l2
+    ridge[-1, -1] = 0.0  # the bias is not shrunk
+    w = np.zeros(dim + 1)
+    for _ in range(50):
+        p = 1.0 / (1.0 + np.exp(-(xb @ w)))
+        grad = xb.T @ (sample_w * (p - y)) + ridge @ w
+        hess = (xb * (sample_w * p * (1 - p))[:, None]).T @ xb + ridge
+        step = np.linalg.solve(hess, grad)
+        w -= step
+        if np.abs(step).max() < 1e-9:
+            break
+    shift = np.log(threshold / (1 - threshold))
+    return Head(w[:-1].astype(np.float32), float(w[-1] - shift), l2, threshold)
+
+
+def save_head(head: Head, path: Path, **meta: str) -> None:
+    np.savez(
+        path,
+        weights=head.weights,
+        bias=head.bias,
+        l2=head.l2,
+        threshold=head.threshold,
+        meta=json.dumps(meta),
+    )
+
+
+def stratified_folds(deep: np.ndarray, k: int, seed: int = 0) -> np.ndarray:
+    """Fold number per example, each lane spread evenly over the k folds."""
+    rng = np.random.default_rng(seed)
+    folds = np.zeros(len(deep), dtype=int)
+    for lane in (False, True):
+        idx = np.flatnonzero(deep == lane)
+        rng.shuffle(idx)
+        folds[idx] = np.arange(len(idx)) % k
+    return folds
 
 
 def scores(pred: np.ndarray, deep: np.ndarray) -> tuple[float, float]:
@@ -51,7 +97,7 @@ def cross_validate(
         xs, ys = x[~held], deep[~held]
         if always is not None:
             xs, ys = np.vstack([xs, always[0]]), np.concatenate([ys, always[1]])
-        head = Head.fit(xs, ys, l2=l2, threshold=threshold)
+        head = fit_head(xs, ys, l2=l2, threshold=threshold)
         pred[held] = head.p_deep(x[held]) >= 0.5
         per_fold.append(scores(pred[held], deep[held]))
     return pred, per_fold
@@ -101,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.dev.is_file():
         dev_texts, dev_deep = load_examples(args.dev)
         dx = embed(encoder, dev_texts)
-        train_only = Head.fit(x, deep, l2=l2, threshold=threshold)
+        train_only = fit_head(x, deep, l2=l2, threshold=threshold)
         show("dev, held out (train-only head)", train_only.p_deep(dx) >= 0.5, dev_deep)
         pred, per_fold = cross_validate(
             dx, dev_deep, k=5, l2=l2, threshold=threshold, always=(x, deep)
@@ -114,9 +160,9 @@ def main(argv: list[str] | None = None) -> int:
             fit_x, fit_y = both_x, both_y
     else:
         print(f"no dev set at {args.dev}: held-out figures skipped", file=sys.stderr)
-    head = Head.fit(fit_x, fit_y, l2=l2, threshold=threshold)
+    head = fit_head(fit_x, fit_y, l2=l2, threshold=threshold)
     digest = hashlib.sha256(args.train.read_bytes()).hexdigest()[:16]
-    head.save(args.out, train_sha256=digest, examples=str(len(fit_y)))
+    save_head(head, args.out, train_sha256=digest, examples=str(len(fit_y)))
     print(f"wrote {args.out} ({len(fit_y)} examples)")
     return 0
 

@@ -182,7 +182,14 @@ async def test_engine_killed_mid_turn_is_reported_and_restarted(runtime):
     # the banner says so, and the restarted engine answers the next turn
     from assistant.web.page import EngineStatus
 
-    banner = await EngineStatus(runtime).banner()
+    status = EngineStatus(
+        runtime.info,
+        runtime.settings,
+        base_url=runtime.base_url,
+        warnings=runtime.engine.warnings,
+        embedded=runtime.embedded,
+    )
+    banner = await status.banner()
     assert "SIGSEGV" in banner and "restarted" in banner
     again = await runtime.turns.ask("What is the capital of France?", deep_inline=True)
     assert again.error is None and again.reply.strip(), again.error

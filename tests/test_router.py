@@ -20,14 +20,13 @@ from assistant.records import RouteDecision
 from assistant.routing.embedder import MiniLM, clip_ids
 from assistant.routing.router import (
     DELEGATE_TOOL,
-    Head,
     Router,
     decision_from_tool,
     embed,
     load_examples,
     match_cue,
-    stratified_folds,
 )
+from scripts.train_router import fit_head, stratified_folds
 
 DEV = Path(__file__).resolve().parents[2] / "shared" / "routing" / "dev.jsonl"
 CLASSIFIER_REASON = re.compile(r"^classifier (0\.\d\d|1\.00)$")
@@ -163,7 +162,7 @@ def test_dev_set_cross_validated(data: dict[str, np.ndarray], router: Router):
     pred = np.zeros(len(dy), dtype=bool)
     for i in range(5):
         held = folds == i
-        head = Head.fit(
+        head = fit_head(
             np.vstack([x, dx[~held]]),
             np.concatenate([y, dy[~held]]),
             l2=router.head.l2,
@@ -177,7 +176,7 @@ def test_dev_set_cross_validated(data: dict[str, np.ndarray], router: Router):
 
 
 def test_dev_set_held_out_from_a_train_only_head(data: dict[str, np.ndarray], router: Router):
-    head = Head.fit(data["x"], data["y"], l2=router.head.l2, threshold=router.head.threshold)
+    head = fit_head(data["x"], data["y"], l2=router.head.l2, threshold=router.head.threshold)
     accuracy, recall = _scores(head.p_deep(data["dx"]) >= 0.5, data["dy"])
     print(f"\ndev held out: accuracy {accuracy:.3f}, deep recall {recall:.3f}")
     assert accuracy >= 0.90
@@ -190,7 +189,7 @@ def test_training_set_cross_validated(data: dict[str, np.ndarray], router: Route
     pred = np.zeros(len(y), dtype=bool)
     for i in range(5):
         held = folds == i
-        head = Head.fit(x[~held], y[~held], l2=router.head.l2, threshold=router.head.threshold)
+        head = fit_head(x[~held], y[~held], l2=router.head.l2, threshold=router.head.threshold)
         pred[held] = head.p_deep(x[held]) >= 0.5
     accuracy, recall = _scores(pred, y)
     assert accuracy >= 0.90

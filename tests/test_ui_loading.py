@@ -2,23 +2,20 @@
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 from assistant.runtime import EngineInfo
 from assistant.web.page import EngineStatus
 from assistant.web.turns import SpeechModels
 
 
 async def test_banner_shows_speech_model_loading_until_warm(settings):
-    rt = SimpleNamespace(
-        info=EngineInfo(True, "vllm", "m"),
-        notice=None,
-        base_url="http://x/v1",
-        settings=settings,
-        engine=SimpleNamespace(warnings=["the engine rejected request priority"]),
-    )
     speech = SpeechModels(settings)
-    status = EngineStatus(rt, speech)  # type: ignore[arg-type]
+    status = EngineStatus(
+        EngineInfo(True, "vllm", "m"),
+        settings,
+        base_url="http://x/v1",
+        warnings=["the engine rejected request priority"],
+        speech=speech,
+    )
     first = await status.banner()
     assert "Loading the speech model" in first
     assert "rejected request priority" in first  # the engine's warnings are shown too

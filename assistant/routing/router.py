@@ -116,29 +116,6 @@ class Head:
         return 1.0 / (1.0 + np.exp(-(vecs @ self.weights + self.bias)))
 
     @classmethod
-    def fit(cls, x: np.ndarray, deep: np.ndarray, *, l2: float, threshold: float) -> Head:
-        """Class-balanced L2 logistic regression by Newton's method (385 unknowns: exact
-        and fast, no solver dependency)."""
-        y = deep.astype(np.float64)
-        n, dim = x.shape
-        xb = np.hstack([x.astype(np.float64), np.ones((n, 1))])
-        n_deep = max(y.sum(), 1.0)
-        sample_w = np.where(y == 1, n / (2 * n_deep), n / (2 * max(n - n_deep, 1.0)))
-        ridge = np.eye(dim + 1) * l2
-        ridge[-1, -1] = 0.0  # the bias is not shrunk
-        w = np.zeros(dim + 1)
-        for _ in range(50):
-            p = 1.0 / (1.0 + np.exp(-(xb @ w)))
-            grad = xb.T @ (sample_w * (p - y)) + ridge @ w
-            hess = (xb * (sample_w * p * (1 - p))[:, None]).T @ xb + ridge
-            step = np.linalg.solve(hess, grad)
-            w -= step
-            if np.abs(step).max() < 1e-9:
-                break
-        shift = np.log(threshold / (1 - threshold))
-        return cls(w[:-1].astype(np.float32), float(w[-1] - shift), l2, threshold)
-
-    @classmethod
     def load(cls, path: Path | None = None) -> Head:
         """The shipped head (`assistant/data/router_head.npz`) or one at `path`."""
         src = path or resources.files("assistant.data").joinpath("router_head.npz")
@@ -149,27 +126,6 @@ class Head:
                 l2=float(z["l2"]),
                 threshold=float(z["threshold"]),
             )
-
-    def save(self, path: Path, **meta: str) -> None:
-        np.savez(
-            path,
-            weights=self.weights,
-            bias=self.bias,
-            l2=self.l2,
-            threshold=self.threshold,
-            meta=json.dumps(meta),
-        )
-
-
-def stratified_folds(deep: np.ndarray, k: int, seed: int = 0) -> np.ndarray:
-    """Fold number per example, each lane spread evenly over the k folds."""
-    rng = np.random.default_rng(seed)
-    folds = np.zeros(len(deep), dtype=int)
-    for lane in (False, True):
-        idx = np.flatnonzero(deep == lane)
-        rng.shuffle(idx)
-        folds[idx] = np.arange(len(idx)) % k
-    return folds
 
 
 _TRAILING = re.compile(r"[\s?.!\u2026]+$")

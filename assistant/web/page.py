@@ -13,7 +13,9 @@ from typing import Any
 
 import gradio as gr
 
+from assistant.engine.embedded import EmbeddedEngine
 from assistant.runtime import EngineInfo, Runtime, probe
+from assistant.settings import Settings
 from assistant.web.api import Api, add_api
 from assistant.web.dashboard import EngineWatch
 from assistant.web.dashboard_panel import REFRESH_S as DASH_REFRESH_S
@@ -30,25 +32,39 @@ PAUSE_AUDIO_JS = "() => { document.querySelectorAll('audio').forEach((a) => a.pa
 class EngineStatus:
     """Whether the engine answers, probed at most every few seconds for all sessions."""
 
-    def __init__(self, rt: Runtime, speech: SpeechModels | None = None):
-        self.rt = rt
+    def __init__(
+        self,
+        info: EngineInfo,
+        settings: Settings,
+        *,
+        base_url: str,
+        warnings: list[str],
+        embedded: EmbeddedEngine | None = None,
+        notice: str | None = None,
+        speech: SpeechModels | None = None,
+    ):
+        self.info = info
+        self.settings = settings
+        self.base_url = base_url
+        self.warnings = warnings
+        """The engine's own warnings list (it grows while the app runs)."""
+        self.embedded = embedded
+        self.notice = notice
         self.speech = speech
-        self.info: EngineInfo = rt.info
         self.checked = time.monotonic()
         self._lock = asyncio.Lock()
 
     async def check(self) -> EngineInfo:
-        embedded = getattr(self.rt, "embedded", None)
-        if embedded is not None:
+        if self.embedded is not None:
             # our own process: its supervisor knows. No HTTP probe, because llama-cpp-python's
             # server stops a running generation when any request (even GET /models) arrives.
-            up = embedded.ready.is_set()
+            up = self.embedded.ready.is_set()
             return replace(self.info, reachable=up, error=None if up else "restarting")
         async with self._lock:
             if time.monotonic() - self.checked >= PROBE_CACHE_S:
-                s = self.rt.settings
+                s = self.settings
                 self.info = await asyncio.to_thread(
-                    probe, self.rt.base_url, s.api_key, s.engine_kind, 2.0
+                    probe, self.base_url, s.api_key, s.engine_kind, 2.0
                 )
                 self.checked = time.monotonic()
         return self.info
@@ -58,21 +74,21 @@ class EngineStatus:
         lines = []
         if not info.reachable:
             lines.append(
-                f"⚠️ **The engine at `{self.rt.base_url}` is unreachable** ({info.error}). "
+                f"⚠️ **The engine at `{self.base_url}` is unreachable** ({info.error}). "
                 "Chat fails until it is back; this page keeps checking."
             )
-        crash = embedded.status() if (embedded := getattr(self.rt, "embedded", None)) else ""
+        crash = self.embedded.status() if self.embedded is not None else ""
         if crash:
             lines.append(f"⚠️ {crash[0].upper()}{crash[1:]}")
         # e.g. "the engine rejected request priority": said once, shown while it holds
-        lines += [f"⚠️ {warning}" for warning in self.rt.engine.warnings]
+        lines += [f"⚠️ {warning}" for warning in self.warnings]
         if self.speech is not None and self.speech.loading:
             lines.append(
                 f"⏳ {self.speech.loading}: voice turns start once they are ready; "
                 "typed chat works now."
             )
-        if self.rt.notice:
-            lines.append(f"Note: {self.rt.notice}")
+        if self.notice:
+            lines.append(f"Note: {self.notice}")
         if shutil.which("ffmpeg") is None:
             lines.append("Note: ffmpeg is not installed, so replies are spoken once complete.")
         return "\n\n".join(lines)
@@ -87,7 +103,15 @@ def build_ui(rt: Runtime, speech: SpeechModels | None = None) -> gr.Blocks:
     # each part of the page gets the services it uses, nothing more
     turns = Turns(rt.turns, rt.conversations, settings, speech, streamed=streamed)
     jobs = Jobs(rt.jobs, settings, speech)
-    status = EngineStatus(rt, speech)
+    status = EngineStatus(
+        rt.info,
+        settings,
+        base_url=rt.base_url,
+        warnings=rt.engine.warnings,
+        embedded=rt.embedded,
+        notice=rt.notice,
+        speech=speech,
+    )
     api = Api(rt.turns, rt.jobs, rt.conversations, settings, speech)
     watch = EngineWatch(rt.base_url, settings.api_key, every_s=DASH_REFRESH_S)
     dash = Dash(rt.conversations, settings, rt.scheduler.depth, watch)

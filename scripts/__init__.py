@@ -1,0 +1,1 @@
+"""Developer scripts (training, screenshots); importable so tests can check the training."""
