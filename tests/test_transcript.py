@@ -20,7 +20,9 @@ def test_history_is_kept_one_line_per_turn_ending_at_the_assistant():
         Message("user", "And Japan?"),
     ]
     prompt = T.render(messages)
-    assert prompt.startswith(OPENING) and "ignored" not in prompt
+    # both lanes share the whole opening: the engine's prefix cache serves them both
+    assert prompt.startswith(OPENING + "\nUser: task\nAssistant: Long answer.")
+    assert "ignored" not in prompt
     assert prompt.endswith(
         "User: What is the capital of France?\nAssistant: Paris.\nUser: And Japan?\nAssistant:"
     )
@@ -28,13 +30,14 @@ def test_history_is_kept_one_line_per_turn_ending_at_the_assistant():
     assert T.temperature("chat") == 0.0
 
 
-def test_a_resumed_answer_stays_open_and_the_deep_lane_has_its_own_examples():
+def test_a_resumed_answer_stays_open_after_the_shared_opening():
     messages = Prompts("s", "d").deep("Explain steam engines.", partial="Steam engines are used")
     assert T.continues(messages) and messages[-1].content == CONTINUE
     prompt = T.render(messages, "deep")
-    # the chat opening first (the engine's prefix cache serves both lanes), then the example
-    assert prompt.startswith(OPENING + "\nUser: task\nAssistant: Long answer.") and prompt.endswith(
-        "User: Explain steam engines.\nAssistant: Steam engines are used"
+    assert (
+        prompt == T.render(messages, "chat")
+        and prompt.startswith(OPENING + "\nUser: task\nAssistant: Long answer.")
+        and prompt.endswith("User: Explain steam engines.\nAssistant: Steam engines are used")
     )
 
 

@@ -269,7 +269,7 @@ class Engine:
             return budget
         prompt = sum(estimate_tokens(m.content) + 4 for m in messages)
         if self.transcript is not None:
-            prompt += estimate_tokens(self.transcript.opening + self.transcript.deep_opening)
+            prompt += estimate_tokens(self.transcript.opening + self.transcript.long_example)
         return max(16, min(budget, self.context - prompt - 64))
 
     async def _open(

@@ -35,7 +35,7 @@ class Prompts:
     transcript: str = ""
     """The opening of a base model's chat transcript (see `Transcript`)."""
     transcript_deep: str = ""
-    """The same for the deep lane: an example of a long answer."""
+    """A long example answer that follows it (see `Transcript.long_example`)."""
 
     @classmethod
     def load(cls, directory: Path = PROMPTS_DIR) -> Prompts:
@@ -83,9 +83,9 @@ class Transcript:
     prompts (system.md, delegate.md) mean nothing to it, so they are left out."""
 
     opening: str
-    """The transcript's start: a preamble and example exchanges one line long (chat)."""
-    deep_opening: str = ""
-    """Added after `opening` on the deep lane: an example answer of several paragraphs."""
+    """The transcript's start: a preamble and example exchanges one line long."""
+    long_example: str = ""
+    """Then an example answer of several paragraphs, for tasks that ask for one."""
     user: str = "User:"
     assistant: str = "Assistant:"
 
@@ -102,11 +102,12 @@ class Transcript:
         partial = ""
         if self.continues(messages):
             partial, turns = turns[-2].content, turns[:-2]
-        # the deep lane's long example comes after the shared opening, so that a chat turn after
-        # a deep request still finds the opening in the engine's prefix cache
+        # both lanes share the whole opening, long example included: on a one-slot engine a
+        # chat turn and a resumed deep request then find it in the engine's prefix cache, and
+        # only their own tail is computed again
         lines = [self.opening]
-        if lane == "deep" and self.deep_opening:
-            lines.append(self.deep_opening)
+        if self.long_example:
+            lines.append(self.long_example)
         for m in turns:
             speaker = self.user if m.role == "user" else self.assistant
             # one line per turn: a newline in the text must not start a turn of its own
