@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 
 import pytest
@@ -160,3 +161,22 @@ async def test_a_stream_that_used_its_whole_budget_is_length_without_a_reason(si
     s = sim_settings(settings, sim_url)
     reply = await sim_engine(sim_url, fault="interrupt:16").complete(ASK, s.chat, max_tokens=16)
     assert reply.finish_reason == "length" and not reply.incomplete
+
+
+class _AliveSupervisor:
+    """A supervised engine whose process never died."""
+
+    generation = 1
+    ready = threading.Event()
+
+    def crash_of(self, generation: int) -> None:
+        return None
+
+
+async def test_a_supervised_engine_that_did_not_crash_keeps_the_real_end(sim_url, settings):
+    s = sim_settings(settings, sim_url)
+    for fault, finish in (("interrupt:4", "interrupted"), ("cut:4", "cut")):
+        engine = sim_engine(sim_url, fault=fault)
+        engine.supervisor = _AliveSupervisor()
+        reply = await engine.complete(ASK, s.chat)
+        assert reply.finish_reason == finish and reply.note == "", (fault, reply)

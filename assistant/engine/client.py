@@ -248,7 +248,7 @@ class Engine:
                 finish = "length" if produced >= budget else INTERRUPTED
             if finish in (CUT, INTERRUPTED) and self.supervisor is not None:
                 note = await self._crash_note(generation)
-                finish = CRASHED if note else CUT
+                finish = CRASHED if note else finish
             yield StreamEvent("finish", text=note, finish_reason=finish)
         finally:
             await stream.close()
