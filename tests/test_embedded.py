@@ -139,6 +139,20 @@ def test_start_checks_a_real_generation_and_tells_the_cause(tmp_path):
     assert engine.proc is None or engine.proc.poll() is not None
 
 
+def test_a_long_engine_log_is_rotated_at_start(tmp_path, monkeypatch):
+    from assistant.errors import EngineUnavailable
+
+    monkeypatch.setattr("assistant.engine.embedded.LOG_KEEP_BYTES", 1000)
+    log = tmp_path / "engine.log"
+    log.write_text("old line\n" * 200)
+    engine = _CrashesAtFirstGeneration(tmp_path, log_path=log)
+    with pytest.raises(EngineUnavailable) as caught:
+        engine.start(timeout_s=30)
+    assert (tmp_path / "engine.log.1").read_text().count("old line") == 200
+    assert "old line" not in log.read_text() and "ldtilecfg" in log.read_text()
+    assert "old line" not in str(caught.value)  # the tail is this run's
+
+
 async def _kill_when(runtime, sig, ready) -> int:
     """Kill the engine process with `sig` once `ready()` holds; returns the pid killed."""
     import signal as _signal

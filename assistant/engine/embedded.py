@@ -41,6 +41,8 @@ and inside the 4k context."""
 RESTART_DELAYS_S = (0.5, 1.0, 2.0, 4.0, 8.0, 15.0, 30.0)
 """Backoff between restart attempts; the last one repeats, so a broken engine costs little."""
 LOG_TAIL_LINES = 8
+LOG_KEEP_BYTES = 5 * 1024 * 1024
+"""At a (re)start, a longer engine.log becomes engine.log.1 and a new one is begun."""
 
 
 def gguf_path(models_dir: Path) -> Path:
@@ -176,7 +178,12 @@ class EmbeddedEngine:
         cmd = self.command()
         if self.log_path is not None:
             self.log_path.parent.mkdir(parents=True, exist_ok=True)
-            self._log_offset = self.log_path.stat().st_size if self.log_path.exists() else 0
+            size = self.log_path.stat().st_size if self.log_path.exists() else 0
+            if size > LOG_KEEP_BYTES:
+                # the server logs every request: keep one previous log, not all of them
+                self.log_path.replace(self.log_path.with_name(self.log_path.name + ".1"))
+                size = 0
+            self._log_offset = size
         out = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL
         try:
             proc = subprocess.Popen(
