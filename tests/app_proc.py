@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -12,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from assistant.devtools.launcher import running
+from assistant.engine.embedded import free_port
 
 REPO = Path(__file__).resolve().parent.parent
 START_TIMEOUT_S = 180.0
@@ -19,12 +19,6 @@ APP_PY = (str(REPO / "app.py"),)
 """`python app.py`: the thin launcher."""
 CLI_SERVE = ("-m", "assistant.cli", "serve")
 """`assistant serve`, as the console script runs it."""
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def app_env(data_dir: Path, engine_url: str, **extra: str) -> dict[str, str]:

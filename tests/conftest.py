@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import subprocess
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -12,7 +11,6 @@ import httpx
 import pytest
 from openai import AsyncOpenAI
 
-from assistant.devtools.launcher import stop
 from assistant.engine.client import Engine
 from assistant.settings import Settings, load_settings
 from tests.simengine_proc import run_simengine
@@ -87,8 +85,3 @@ def sim_engine(url: str, fault: str = "", kind: str = "vllm") -> Engine:
     )
     # the runtime learns the context window from the engine's model list; so do these
     return Engine(client, kind=kind, model="sim-model", context=32768)
-
-
-def stop_process(proc: subprocess.Popen, grace_s: float = 20.0) -> None:
-    """Stop a process the test started, by its PID: SIGTERM, then SIGKILL after `grace_s`."""
-    stop(proc, grace_s)
