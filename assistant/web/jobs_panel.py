@@ -1,4 +1,5 @@
-"""The Jobs panel and job notices: a table refreshed by a timer, a result viewer, actions.
+"""The Jobs panel and job notices: a table (a list at phone widths) refreshed by a timer,
+a result viewer, actions.
 
 A finished job also leaves a short notice in the chat (spoken when voice is on). Notices are
 taken once (`JobQueue.take_ended`), by whichever of the owner's
@@ -8,9 +9,11 @@ sessions polls first.
 from __future__ import annotations
 
 import asyncio
+import html
 import re
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,22 +25,54 @@ from assistant.jobs import JobQueue
 from assistant.records import Job
 from assistant.settings import Settings
 from assistant.speech.audio import wav_bytes
-from assistant.web.turns import Session, SpeechModels, owner_of
+from assistant.web.turns import Session, SpeechModels, owner_of, voice_of
 
-HEADERS = ["id", "state", "elapsed s", "reasoning tokens", "answer tokens", "task"]
+HEADERS = ["id", "state", "elapsed", "tokens", "task"]
+# wide enough that no header or value breaks inside a word; the task takes the rest
+COLUMN_WIDTHS = ["9em", "7em", "6em", "11em", "auto"]
 REFRESH_S = 2.0
 _ID = re.compile(r"^[0-9a-f]{6,32}$")
 
 
-def job_rows(jobs: list[Job]) -> list[list[Any]]:
-    now = time.time()
+@dataclass(frozen=True)
+class JobRow:
+    """One job as the panel lists it."""
+
+    id: str
+    state: str
+    elapsed: str
+    tokens: str
+    task: str
+
+    def cells(self) -> list[str]:
+        return [self.id, self.state, self.elapsed, self.tokens, self.task]
+
+
+def job_rows(jobs: list[Job], now: float | None = None) -> list[JobRow]:
+    now = time.time() if now is None else now
     rows = []
     for j in jobs:
         # a running job's elapsed time is saved at each heartbeat; show it live in between
         elapsed = j.elapsed_s + (now - j.updated_at if j.state == "running" else 0.0)
-        task = j.prompt if len(j.prompt) <= 60 else j.prompt[:57] + "..."
-        rows.append([j.id, j.state, round(elapsed, 1), j.reasoning_tokens, j.answer_tokens, task])
+        tokens = f"{j.answer_tokens + j.reasoning_tokens}"
+        if j.reasoning_tokens:
+            tokens += f" ({j.reasoning_tokens} thinking)"
+        task = " ".join(j.prompt.split())
+        task = task if len(task) <= 160 else task[:157] + "..."
+        rows.append(JobRow(j.id, j.state, f"{elapsed:.0f} s", tokens, task))
     return rows
+
+
+def job_list_html(rows: list[JobRow]) -> str:
+    """The same rows as a list of cards, for phone widths where a table cannot fit."""
+    if not rows:
+        return "<p class='jobs-empty'>No jobs yet. Delegate a task to start one.</p>"
+    items = [
+        f"<li><b>{html.escape(r.task)}</b><br><span>{r.id} · {r.state} · {r.elapsed} · "
+        f"{html.escape(r.tokens)} tokens</span></li>"
+        for r in rows
+    ]
+    return "<ul class='jobs-list'>" + "".join(items) + "</ul>"
 
 
 def job_markdown(job: Job) -> str:
@@ -67,6 +102,7 @@ class JobsPanel:
     """The panel's components."""
 
     table: gr.Dataframe
+    listing: gr.HTML
     selected: gr.Dropdown
     view: gr.Markdown
     download: gr.DownloadButton
@@ -78,8 +114,14 @@ class JobsPanel:
 def build_jobs_panel() -> JobsPanel:
     gr.Markdown("### Jobs")
     table = gr.Dataframe(
-        headers=HEADERS, value=[], interactive=False, wrap=True, elem_id="jobs-table"
+        headers=HEADERS,
+        value=[],
+        interactive=False,
+        wrap=True,
+        column_widths=COLUMN_WIDTHS,
+        elem_id="jobs-table",
     )
+    listing = gr.HTML(job_list_html([]), elem_id="jobs-list")
     selected = gr.Dropdown(
         label="Job", choices=[], value=None, allow_custom_value=False, elem_id="jobs-selected"
     )
@@ -88,16 +130,24 @@ def build_jobs_panel() -> JobsPanel:
         download = gr.DownloadButton("Download .md", value=None, size="sm")
         cancel = gr.Button("Cancel", size="sm", variant="stop")
         retry = gr.Button("Retry with bigger budget", size="sm")
-    return JobsPanel(table, selected, view, download, cancel, retry, gr.Timer(REFRESH_S))
+    return JobsPanel(table, listing, selected, view, download, cancel, retry, gr.Timer(REFRESH_S))
 
 
 class Jobs:
     """The panel's callbacks; every one is scoped to the caller's own jobs."""
 
-    def __init__(self, jobs: JobQueue, settings: Settings, speech: SpeechModels):
+    def __init__(
+        self,
+        jobs: JobQueue,
+        settings: Settings,
+        speech: SpeechModels,
+        prefs: Callable[[str], dict[str, Any]] = lambda owner: {},
+    ):
         self.jobs = jobs
         self.settings = settings
         self.speech = speech
+        self.prefs = prefs
+        """A user's voice settings: notices are spoken in the voice their replies use."""
         self.downloads = Path(tempfile.mkdtemp(prefix="assistant-jobs-"))
 
     def _job(self, job_id: str | None, request: gr.Request | None) -> Job | None:
@@ -106,15 +156,17 @@ class Jobs:
         return self.jobs.get(job_id, owner_of(self.settings, request))
 
     def refresh(self, job_id: str | None, request: gr.Request) -> tuple[Any, ...]:
-        """Timer tick: table, selector choices (selection kept), viewer, download."""
+        """Timer tick: table, list, selector choices (selection kept), viewer, download."""
         jobs = self.jobs.owned(owner_of(self.settings, request), limit=50)
+        rows = job_rows(jobs)
+        listed = ([r.cells() for r in rows], job_list_html(rows))
         ids = [j.id for j in jobs]
         if job_id in ids:
-            return job_rows(jobs), gr.Dropdown(choices=ids), *self.show(job_id, request)
+            return *listed, gr.Dropdown(choices=ids), *self.show(job_id, request)
         if job_id:  # the selected job left the list
-            return job_rows(jobs), gr.Dropdown(choices=ids, value=None), "", None
+            return *listed, gr.Dropdown(choices=ids, value=None), "", None
         # nothing selected, or a click came after this tick read the selection: leave it be
-        return job_rows(jobs), gr.Dropdown(choices=ids), gr.skip(), gr.skip()
+        return *listed, gr.Dropdown(choices=ids), gr.skip(), gr.skip()
 
     def show(self, job_id: str | None, request: gr.Request) -> tuple[Any, Any]:
         """Viewer and download for the selected job."""
@@ -168,7 +220,7 @@ class Jobs:
             text, spoken = notice_text(job)
             session.pending.append({"role": "assistant", "content": text})
             said.append(spoken)
-        audio = await self._say(" ".join(said)) if speak and said else None
+        audio = await self._say(" ".join(said), owner) if speak and said else None
         stale = session.busy or session.turns_ended != turns
         if stale or not session.pending:
             # a running turn appends the pending notices when it ends
@@ -176,10 +228,9 @@ class Jobs:
         messages, session.pending = list(session.pending), []
         return [*(history or []), *messages], audio if audio else gr.skip()
 
-    async def _say(self, text: str) -> bytes | None:
-        try:
-            tts = await self.speech.tts()
-        except AssistantError:
+    async def _say(self, text: str, owner: str) -> bytes | None:
+        tts = await voice_of(self.speech, self.prefs(owner))
+        if tts is None:
             return None
         chunks = await asyncio.to_thread(lambda: list(tts.synthesize(text)))
         if not chunks:

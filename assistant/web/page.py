@@ -17,6 +17,14 @@ from assistant.engine.embedded import EmbeddedEngine
 from assistant.runtime import EngineInfo, Runtime, probe
 from assistant.settings import Settings
 from assistant.web.api import Api, add_api
+from assistant.web.conversations_panel import (
+    CLOSE_SIDEBAR_ON_PHONE_JS,
+    ConversationsPanel,
+    Library,
+    VoiceSettings,
+    build_conversations_panel,
+    build_voice_panel,
+)
 from assistant.web.dashboard import EngineWatch
 from assistant.web.dashboard_panel import REFRESH_S as DASH_REFRESH_S
 from assistant.web.dashboard_panel import Dash, add_dashboard
@@ -94,6 +102,23 @@ class EngineStatus:
         return "\n\n".join(lines)
 
 
+PAGE_CSS = """
+/* the conversation first: the composer's text box takes the row, its buttons stay small */
+#composer { align-items: end; }
+#composer button { flex-grow: 0; }
+/* the Jobs panel: a table at desk widths, a list of cards on a phone */
+#jobs-list { display: none; }
+.jobs-list { list-style: none; padding: 0; margin: 0; }
+.jobs-list li { padding: 0.5em 0; border-bottom: 1px solid var(--border-color-primary); }
+.jobs-list span { font-size: 0.9em; opacity: 0.8; }
+#jobs-table th, #jobs-table td { word-break: normal; overflow-wrap: normal; }
+@media (max-width: 640px) {
+  #jobs-table { display: none !important; }
+  #jobs-list { display: block !important; }
+}
+"""
+
+
 def build_ui(rt: Runtime, speech: SpeechModels | None = None) -> gr.Blocks:
     """The whole page for one runtime; `speech` is shared with whoever warms the models."""
     settings = rt.settings
@@ -102,7 +127,9 @@ def build_ui(rt: Runtime, speech: SpeechModels | None = None) -> gr.Blocks:
     streamed = shutil.which("ffmpeg") is not None
     # each part of the page gets the services it uses, nothing more
     turns = Turns(rt.turns, rt.conversations, settings, speech, streamed=streamed)
-    jobs = Jobs(rt.jobs, settings, speech)
+    jobs = Jobs(rt.jobs, settings, speech, prefs=rt.conversations.prefs)
+    library = Library(rt.conversations, settings)
+    voices = VoiceSettings(rt.conversations, settings)
     status = EngineStatus(
         rt.info,
         settings,
@@ -119,46 +146,53 @@ def build_ui(rt: Runtime, speech: SpeechModels | None = None) -> gr.Blocks:
 
     with gr.Blocks(title="Assistant") as demo:
         session = gr.State(Session())
+        side = build_conversations_panel()
         banner = gr.Markdown(elem_id="banner")
-        with gr.Row():
-            with gr.Column(scale=3):
+        with gr.Tabs(elem_id="tabs"):
+            with gr.Tab("Chat", id="chat", elem_id="tab-chat"):
                 chatbot = gr.Chatbot(
-                    label="Conversation", height=520, buttons=["copy"], elem_id="chatbot"
+                    label="Conversation", height="58vh", buttons=["copy"], elem_id="chatbot"
                 )
-                with gr.Row():
+                with gr.Row(elem_id="composer"):
                     text = gr.Textbox(
                         placeholder="Type a message, or record one below",
                         show_label=False,
-                        scale=5,
+                        scale=1,
+                        min_width=220,
                         max_lines=8,
+                        elem_id="message",
                     )
-                    send = gr.Button("Send", variant="primary", scale=1)
-                    delegate = gr.Button("Delegate", scale=1)
-                    stop = gr.Button("Stop", variant="stop", scale=1)
+                    send = gr.Button("Send", variant="primary", scale=0, min_width=70)
+                    delegate = gr.Button("Delegate", scale=0, min_width=70)
+                    stop = gr.Button("Stop", variant="stop", scale=0, min_width=70)
                 with gr.Row():
                     mic = gr.Audio(
                         sources=["microphone", "upload"],
                         type="filepath",
                         label="Speak",
                         scale=3,
+                        min_width=220,
                         elem_id="mic",
                     )
-                    with gr.Column(scale=2):
-                        speak = gr.Checkbox(label="Speak replies", value=True)
-                        reply_audio = gr.Audio(
-                            label="Reply",
-                            streaming=streamed,
-                            autoplay=True,
-                            interactive=False,
-                            buttons=[],
-                            elem_id="reply-audio",
-                        )
-                        notice_audio = gr.Audio(autoplay=True, visible="hidden")
-            with gr.Column(scale=2):
+                    reply_audio = gr.Audio(
+                        label="Reply",
+                        streaming=streamed,
+                        autoplay=True,
+                        interactive=False,
+                        buttons=[],
+                        scale=2,
+                        min_width=220,
+                        elem_id="reply-audio",
+                    )
+                notice_audio = gr.Audio(autoplay=True, visible="hidden")
+                voice = build_voice_panel(settings)
+            with gr.Tab("Jobs", id="jobs", elem_id="tab-jobs"):
                 panel = build_jobs_panel()
-        add_dashboard(dash, demo)
+            with gr.Tab("Dashboard", id="dashboard", elem_id="tab-dashboard"):
+                add_dashboard(dash, demo)
         add_api(api)
 
+        speak = voice.speak
         chat_io = {
             "inputs": [text, chatbot, session, speak],
             "outputs": [chatbot, text, reply_audio],
@@ -179,6 +213,13 @@ def build_ui(rt: Runtime, speech: SpeechModels | None = None) -> gr.Blocks:
         # Stop, or starting to speak again (barge-in), cancels the reply and its speech
         stop.click(None, js=PAUSE_AUDIO_JS, cancels=replies, **private)
         mic.start_recording(None, js=PAUSE_AUDIO_JS, cancels=replies, **private)
+        wire_conversations(demo, side, library, session, chatbot, replies)
+        for event in (speak.input, voice.voice.input, voice.rate.release):
+            event(voices.save_voice, inputs=[voice.voice, voice.rate, speak],
+                  outputs=reply_audio, **private)  # fmt: skip
+        demo.load(
+            voices.load_voice, outputs=[voice.voice, voice.rate, speak, reply_audio], **private
+        )
 
         demo.load(status.banner, outputs=banner, **private)
         gr.Timer(BANNER_EVERY_S).tick(
@@ -186,7 +227,7 @@ def build_ui(rt: Runtime, speech: SpeechModels | None = None) -> gr.Blocks:
         )
 
         p = panel
-        refresh_out = [p.table, p.selected, p.view, p.download]
+        refresh_out = [p.table, p.listing, p.selected, p.view, p.download]
         demo.load(jobs.refresh, inputs=p.selected, outputs=refresh_out, **private)
         p.timer.tick(
             jobs.refresh, inputs=p.selected, outputs=refresh_out, show_progress="hidden",
@@ -205,3 +246,36 @@ def build_ui(rt: Runtime, speech: SpeechModels | None = None) -> gr.Blocks:
         p.cancel.click(jobs.cancel, inputs=p.selected, **private)
         p.retry.click(jobs.retry, inputs=p.selected, **private)
     return demo
+
+
+def wire_conversations(
+    demo: gr.Blocks,
+    side: ConversationsPanel,
+    library: Library,
+    session: gr.State,
+    chatbot: gr.Chatbot,
+    replies: list[Any],
+) -> None:
+    """The sidebar: switching conversation stops the reply in progress (its partial turn is
+    kept), the list follows every turn, and a reload reopens the last conversation."""
+    private: dict[str, Any] = {"api_visibility": "private"}
+    view = [chatbot, side.listing, side.title, side.export, side.confirm_row]
+    summary = [side.listing, side.title, side.export]
+    for trigger, handler, inputs in (
+        (side.listing.input, library.open, [side.listing, session]),
+        (side.new.click, library.new, [session]),
+    ):
+        trigger(None, js=PAUSE_AUDIO_JS, **private)
+        trigger(handler, inputs=inputs, outputs=view, cancels=replies, **private).then(
+            None, js=CLOSE_SIDEBAR_ON_PHONE_JS, **private
+        )
+    side.rename.click(library.rename, inputs=[side.title, session], outputs=summary, **private)
+    side.title.submit(library.rename, inputs=[side.title, session], outputs=summary, **private)
+    side.delete.click(library.ask_delete, inputs=session, outputs=side.confirm_row, **private)
+    side.keep.click(lambda: gr.Row(visible=False), outputs=side.confirm_row, **private)
+    side.confirm.click(library.delete, inputs=session, outputs=view, cancels=replies, **private)
+    for reply in replies:
+        reply.then(library.after_turn, inputs=session, outputs=summary, **private)
+    demo.load(library.reopen, inputs=session, outputs=view, **private).then(
+        None, js=CLOSE_SIDEBAR_ON_PHONE_JS, **private
+    )

@@ -91,7 +91,7 @@ def serve(settings: Settings, host: str = "127.0.0.1", port: int = 7860) -> int:
         return 2
     ensure_ffmpeg(settings.data_dir / "bin")
     # imports gradio: only once we know we will serve
-    from assistant.web.page import build_ui
+    from assistant.web.page import PAGE_CSS, build_ui
     from assistant.web.security import edge_middleware, launch_options
     from assistant.web.turns import SpeechModels
 
@@ -114,6 +114,7 @@ def serve(settings: Settings, host: str = "127.0.0.1", port: int = 7860) -> int:
             server_name=host,
             server_port=port,
             show_error=True,
+            css=PAGE_CSS,
             prevent_thread_lock=True,
             quiet=True,
             app_kwargs={

@@ -18,7 +18,7 @@ from typing import Any
 import gradio as gr
 
 from assistant.errors import AssistantError
-from assistant.records import STAGES, TurnEvent, TurnResult, now_ms
+from assistant.records import STAGES, StoredTurn, TurnEvent, TurnResult, now_ms
 from assistant.settings import Settings
 from assistant.speech.audio import wav_bytes
 from assistant.turns.conversations import Conversations
@@ -50,11 +50,28 @@ def owner_of(settings: Settings, request: gr.Request | None) -> str:
 
 
 def conversation(conversations: Conversations, session: Session, owner: str) -> str:
-    """The session's conversation, started on its first turn (and again if the user changed)."""
-    if session.conversation_id is None or session.owner != owner:
-        session.conversation_id = conversations.start(owner)
+    """The session's conversation, started on its first turn (and again if the user changed,
+    or it was deleted meanwhile); the login reopens it after a reload."""
+    cid = session.conversation_id
+    if cid is None or session.owner != owner or not conversations.owned_by(cid, owner):
+        session.conversation_id = cid = conversations.start(owner)
         session.owner = owner
-    return session.conversation_id
+        conversations.remember(owner, conversation=cid)
+    return cid
+
+
+def history_of(turns: list[StoredTurn]) -> list[dict[str, Any]]:
+    """A stored conversation as Chatbot messages, exactly as its turns were shown live."""
+    history: list[dict[str, Any]] = []
+    for t in turns:
+        view = TurnView(history, t.user_text)
+        if t.source == "voice":
+            view.apply(TurnEvent("transcript", text=t.user_text))
+        if t.result.reasoning:
+            view.apply(TurnEvent("reasoning", text=t.result.reasoning))
+        view.finish(t.result)
+        history = view.history
+    return history
 
 
 def meta_line(result: TurnResult) -> str:
@@ -125,10 +142,12 @@ class SpeechModels:
 
         return await asyncio.to_thread(load_stt, self.settings)
 
-    async def tts(self) -> Any:
+    async def tts(self, voice: str | None = None, rate: float = 1.0) -> Any:
+        """The voice `voice` (default: the configured one) at speaking rate `rate`."""
         from assistant.speech.tts import load_tts
 
-        return await asyncio.to_thread(load_tts, self.settings)
+        loaded = await asyncio.to_thread(load_tts, self.settings, voice)
+        return loaded.at_rate(rate)
 
     async def warm(self) -> None:
         """Load both at start so the first voice turn does not pay for it."""
@@ -139,6 +158,20 @@ class SpeechModels:
             except AssistantError as e:
                 log.warning("speech model not available: %s", e)
         self.loading = None
+
+
+async def voice_of(speech: SpeechModels, prefs: dict[str, Any]) -> Any:
+    """The voice and speaking rate a user chose (the page's Voice settings); a chosen voice
+    that is gone falls back to the configured one; None: speech is off, said as a warning."""
+    voice, rate = prefs.get("voice"), float(prefs.get("rate", 1.0))
+    try:
+        return await speech.tts(voice, rate)
+    except AssistantError as e:
+        if voice is None:
+            gr.Warning(f"Speech is off: {e}")
+            return None
+        gr.Warning(f"The voice {voice!r} is not available ({e}); using the default voice.")
+        return await voice_of(speech, {"rate": rate})
 
 
 class Turns:
@@ -203,7 +236,7 @@ class Turns:
             return
         owner = owner_of(self.settings, request)
         view = TurnView(history, text)
-        tts = await self._tts() if speak else None
+        tts = await self._tts(owner) if speak else None
         request = TurnRequest(
             text=text,
             owner=owner,
@@ -241,7 +274,7 @@ class Turns:
             view.apply(TurnEvent("error", text=str(e)))
             yield view.history, gr.skip(), None
             return
-        tts = await self._tts() if speak else None
+        tts = await self._tts(owner) if speak else None
         request = TurnRequest(
             audio=audio_path,
             owner=owner,
@@ -256,12 +289,8 @@ class Turns:
                 yield history_out, audio, gr.skip()
         yield gr.skip(), gr.skip(), None  # clear the recorder for the next turn
 
-    async def _tts(self) -> Any:
-        try:
-            return await self.speech.tts()
-        except AssistantError as e:
-            gr.Warning(f"Speech is off: {e}")
-            return None
+    async def _tts(self, owner: str) -> Any:
+        return await voice_of(self.speech, self.conversations.prefs(owner))
 
     async def _stream(
         self, view: TurnView, turn: AsyncIterator[TurnEvent], session: Session

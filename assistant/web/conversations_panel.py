@@ -1,0 +1,216 @@
+"""The sidebar of conversations (new, reopen, rename, delete, export) and the voice settings.
+
+Both are remembered per login in the store (`Conversations.prefs`): the page reopens the
+conversation a user was in after a reload, and speaks in the voice and at the rate they chose.
+"""
+
+from __future__ import annotations
+
+import re
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import gradio as gr
+
+from assistant.records import ConversationInfo
+from assistant.settings import Settings
+from assistant.speech.tts import MAX_RATE, MIN_RATE, voice_choices
+from assistant.turns.conversations import UNTITLED, Conversations
+from assistant.web.turns import Session, history_of, owner_of
+
+# a phone-width sidebar covers the whole page: close it at start and once a conversation is
+# picked there, so the conversation itself comes first
+CLOSE_SIDEBAR_ON_PHONE_JS = """() => {
+  if (window.innerWidth > 768) return;
+  const bar = document.querySelector('#sidebar');
+  if (bar && bar.classList.contains('open')) bar.querySelector('.toggle-button')?.click();
+}"""
+
+
+@dataclass
+class ConversationsPanel:
+    """The sidebar's components."""
+
+    new: gr.Button
+    listing: gr.Radio
+    title: gr.Textbox
+    rename: gr.Button
+    export: gr.DownloadButton
+    delete: gr.Button
+    confirm_row: gr.Row
+    confirm: gr.Button
+    keep: gr.Button
+
+
+def build_conversations_panel() -> ConversationsPanel:
+    with gr.Sidebar(label="Conversations", open=True, width=300, elem_id="sidebar"):
+        new = gr.Button("New conversation", size="sm", variant="primary", elem_id="new-chat")
+        listing = gr.Radio(label="Conversations", choices=[], value=None, elem_id="conversations")
+        title = gr.Textbox(label="Title", max_lines=1, elem_id="conversation-title")
+        with gr.Row():
+            rename = gr.Button("Rename", size="sm", elem_id="rename", min_width=60)
+            export = gr.DownloadButton(
+                "Export .md", value=None, size="sm", elem_id="export", min_width=60
+            )
+            delete = gr.Button("Delete", size="sm", variant="stop", elem_id="delete", min_width=60)
+        with gr.Row(visible=False, elem_id="confirm-delete") as confirm_row:
+            gr.Markdown("Delete this conversation and its turns for good?")
+            confirm = gr.Button("Delete for good", size="sm", variant="stop", min_width=60)
+            keep = gr.Button("Keep it", size="sm", min_width=60)
+    return ConversationsPanel(
+        new, listing, title, rename, export, delete, confirm_row, confirm, keep
+    )
+
+
+def label(info: ConversationInfo, now: float | None = None) -> str:
+    """A list entry: the title, and when it was last active (the time today, else the day)."""
+    now = time.time() if now is None else now
+    same_day = time.localtime(now)[:3] == time.localtime(info.updated_at)[:3]
+    when = time.strftime("%H:%M" if same_day else "%b %d", time.localtime(info.updated_at))
+    title = info.title or UNTITLED
+    return f"{title if len(title) <= 48 else title[:47] + '…'} · {when}"
+
+
+class Library:
+    """The sidebar's callbacks; each reads and changes only the caller's own conversations.
+
+    The "view" outputs, in order: chatbot, list, title, export file, the delete confirmation.
+    """
+
+    def __init__(self, conversations: Conversations, settings: Settings):
+        self.conversations = conversations
+        self.settings = settings
+        self.exports = Path(tempfile.mkdtemp(prefix="assistant-conversations-"))
+
+    def reopen(self, session: Session, request: gr.Request) -> tuple[Any, ...]:
+        """Page load: reopen the conversation this login was in."""
+        owner = owner_of(self.settings, request)
+        cid = self.conversations.prefs(owner).get("conversation")
+        turns = self.conversations.turns(cid, owner) if isinstance(cid, str) else None
+        session.owner = owner
+        session.conversation_id = cid if turns is not None else None
+        return self._view(session, owner, history_of(turns or []))
+
+    def open(self, cid: str | None, session: Session, request: gr.Request) -> tuple[Any, ...]:
+        """A click in the list."""
+        owner = owner_of(self.settings, request)
+        turns = self.conversations.turns(cid, owner) if isinstance(cid, str) else None
+        if turns is None:
+            gr.Warning("That conversation is gone (deleted in another tab?).")
+            return self._view(session, owner, gr.skip())
+        session.owner, session.conversation_id = owner, cid
+        self.conversations.remember(owner, conversation=cid)
+        return self._view(session, owner, history_of(turns))
+
+    def new(self, session: Session, request: gr.Request) -> tuple[Any, ...]:
+        """An empty chat; the conversation is stored with its first turn."""
+        owner = owner_of(self.settings, request)
+        session.owner, session.conversation_id = owner, None
+        self.conversations.remember(owner, conversation=None)
+        return self._view(session, owner, [])
+
+    def after_turn(self, session: Session, request: gr.Request) -> tuple[Any, ...]:
+        """After a turn: the list (a new conversation appears, titled), title and export."""
+        owner = owner_of(self.settings, request)
+        return self._view(session, owner, gr.skip())[1:4]
+
+    def rename(self, title: str, session: Session, request: gr.Request) -> tuple[Any, ...]:
+        owner = owner_of(self.settings, request)
+        cid = session.conversation_id
+        if not cid or not self.conversations.rename(cid, owner, title or ""):
+            gr.Warning("Open a conversation and give it a title first.")
+        return self._view(session, owner, gr.skip())[1:4]
+
+    def ask_delete(self, session: Session, request: gr.Request) -> Any:
+        owner = owner_of(self.settings, request)
+        cid = session.conversation_id
+        if not cid or self.conversations.get(cid, owner) is None:
+            gr.Warning("Open a conversation to delete first.")
+            return gr.Row(visible=False)
+        return gr.Row(visible=True)
+
+    def delete(self, session: Session, request: gr.Request) -> tuple[Any, ...]:
+        owner = owner_of(self.settings, request)
+        cid = session.conversation_id
+        if cid and self.conversations.delete(cid, owner):
+            gr.Info("Conversation deleted.")
+        session.conversation_id = None
+        self.conversations.remember(owner, conversation=None)
+        return self._view(session, owner, [])
+
+    def _view(self, session: Session, owner: str, history: Any) -> tuple[Any, ...]:
+        listed = self.conversations.listed(owner)
+        cid = session.conversation_id
+        current = next((c for c in listed if c.id == cid), None)
+        choices = [(label(c), c.id) for c in listed]
+        return (
+            history,
+            gr.Radio(choices=choices, value=current.id if current else None),
+            current.title if current else "",
+            self._export(current, owner),
+            gr.Row(visible=False),
+        )
+
+    def _export(self, info: ConversationInfo | None, owner: str) -> str | None:
+        text = self.conversations.markdown(info.id, owner) if info else None
+        if info is None or text is None:
+            return None
+        slug = re.sub(r"[^a-z0-9]+", "-", (info.title or "conversation").lower()).strip("-")
+        path = self.exports / f"{slug[:40] or 'conversation'}-{info.id[:8]}.md"
+        path.write_text(text)
+        return str(path)
+
+
+@dataclass
+class VoicePanel:
+    """Voice settings, under the chat: which voice, how fast, and whether to speak at all."""
+
+    voice: gr.Dropdown
+    rate: gr.Slider
+    speak: gr.Checkbox
+
+
+def build_voice_panel(settings: Settings) -> VoicePanel:
+    choices = voice_choices(settings)
+    with gr.Accordion("Voice settings", open=False, elem_id="voice-settings"):
+        with gr.Row():
+            speak = gr.Checkbox(label="Speak replies", value=True, elem_id="speak", scale=1)
+            voice = gr.Dropdown(
+                label="Voice",
+                choices=choices,
+                value=choices[0][1] if choices else None,
+                elem_id="voice",
+                scale=2,
+            )
+            rate = gr.Slider(
+                MIN_RATE, MAX_RATE, value=1.0, step=0.1, label="Speaking rate",
+                elem_id="rate", scale=2,
+            )  # fmt: skip
+    return VoicePanel(voice, rate, speak)
+
+
+class VoiceSettings:
+    """Reads and remembers a login's voice settings."""
+
+    def __init__(self, conversations: Conversations, settings: Settings):
+        self.conversations = conversations
+        self.settings = settings
+
+    def load_voice(self, request: gr.Request) -> tuple[Any, Any, Any, Any]:
+        """Page load: voice, rate, speak, and the reply player (hidden when speech is off)."""
+        prefs = self.conversations.prefs(owner_of(self.settings, request))
+        speak = bool(prefs.get("speak", True))
+        voice = prefs.get("voice") or gr.skip()
+        return voice, float(prefs.get("rate", 1.0)), speak, gr.Audio(visible=speak)
+
+    def save_voice(self, voice: str | None, rate: float, speak: bool, request: gr.Request) -> Any:
+        owner = owner_of(self.settings, request)
+        rate = min(max(float(rate or 1.0), MIN_RATE), MAX_RATE)
+        known = {name for _, name in voice_choices(self.settings)}
+        if voice and voice not in known:
+            raise gr.Error(f"unknown voice {voice!r}")
+        self.conversations.remember(owner, voice=voice or None, rate=rate, speak=bool(speak))
+        return gr.Audio(visible=bool(speak))
