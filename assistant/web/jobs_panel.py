@@ -28,8 +28,9 @@ from assistant.speech.audio import wav_bytes
 from assistant.web.turns import Session, SpeechModels, owner_of, voice_of
 
 HEADERS = ["id", "state", "elapsed", "tokens", "task"]
-# wide enough that no header or value breaks inside a word; the task takes the rest
-COLUMN_WIDTHS = ["9em", "7em", "6em", "11em", "auto"]
+# wide enough at desk widths that no header or value breaks inside a word; the task takes the
+# rest and wraps (phone widths get the list instead)
+COLUMN_WIDTHS = ["13%", "10%", "8%", "17%", "52%"]
 REFRESH_S = 2.0
 _ID = re.compile(r"^[0-9a-f]{6,32}$")
 

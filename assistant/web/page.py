@@ -105,7 +105,13 @@ class EngineStatus:
 PAGE_CSS = """
 /* the conversation first: the composer's text box takes the row, its buttons stay small */
 #composer { align-items: end; }
-#composer button { flex-grow: 0; }
+#composer > button { flex-grow: 0; white-space: nowrap; }
+@media (max-width: 640px) {
+  #composer { flex-wrap: wrap; }
+  /* the text box sits in Gradio's form wrapper: that is the row's child */
+  #composer > *:first-child { flex: 1 1 100% !important; }
+  #composer > button { flex: 1 1 0 !important; }
+}
 /* the Jobs panel: a table at desk widths, a list of cards on a phone */
 #jobs-list { display: none; }
 .jobs-list { list-style: none; padding: 0; margin: 0; }
@@ -162,9 +168,9 @@ def build_ui(rt: Runtime, speech: SpeechModels | None = None) -> gr.Blocks:
                         max_lines=8,
                         elem_id="message",
                     )
-                    send = gr.Button("Send", variant="primary", scale=0, min_width=70)
-                    delegate = gr.Button("Delegate", scale=0, min_width=70)
-                    stop = gr.Button("Stop", variant="stop", scale=0, min_width=70)
+                    send = gr.Button("Send", variant="primary", scale=0, min_width=90, size="md")
+                    delegate = gr.Button("Delegate", scale=0, min_width=90, size="md")
+                    stop = gr.Button("Stop", variant="stop", scale=0, min_width=90, size="md")
                 with gr.Row():
                     mic = gr.Audio(
                         sources=["microphone", "upload"],
@@ -264,6 +270,7 @@ def wire_conversations(
     for trigger, handler, inputs in (
         (side.listing.input, library.open, [side.listing, session]),
         (side.new.click, library.new, [session]),
+        (chatbot.clear, library.new, [session]),  # the chat's own bin: a new conversation
     ):
         trigger(None, js=PAUSE_AUDIO_JS, **private)
         trigger(handler, inputs=inputs, outputs=view, cancels=replies, **private).then(
