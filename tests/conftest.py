@@ -25,6 +25,7 @@ if not AUDIO.is_dir():
 
 TIERS = {
     "test_browser": ("browser", "process", "model"),
+    "test_browser_conversations": ("browser", "process", "model"),
     "test_build": ("process",),
     "test_chat": ("process",),
     "test_ci": ("process",),

@@ -132,6 +132,11 @@ def shot(page: Any, name: str, element: Any = None) -> None:
         target.screenshot(path=str(Path(SHOTS) / f"{name}.png"), **kw)
 
 
+def tab(page: Any, name: str) -> None:
+    """Open one of the page's tabs: Chat, Jobs or Dashboard."""
+    page.get_by_role("tab", name=name).click()
+
+
 def last_bot(page: Any) -> Any:
     return page.locator("#chatbot [data-testid=bot]").last
 
@@ -152,13 +157,15 @@ def test_banner_shows_the_engine_down_then_clears_when_it_starts(page, engine):
 
     banner = page.locator("#banner")
     expect(banner).to_contain_text("unreachable", timeout=30_000)
+    shot(page, "idle")
+    tab(page, "Dashboard")
     expect(page.locator("#engine-panel")).to_contain_text("No engine metrics")
     expect(page.locator("#engine-panel")).to_contain_text("unreachable")
-    shot(page, "idle")
     engine.start()
     # the banner and the engine panel poll by themselves: no reload
     expect(banner).not_to_contain_text("unreachable", timeout=45_000)
     expect(page.locator("#engine-panel")).to_contain_text("prefix cache hits", timeout=30_000)
+    tab(page, "Chat")
 
 
 def test_a_spoken_question_is_heard_answered_as_it_streams_and_spoken(page, app):
@@ -219,10 +226,10 @@ def test_a_delegated_task_finishes_in_the_jobs_panel(page):
     expect(handoff).to_contain_text(re.compile(r"as job \w+"))
     job_id = re.search(r"as job (\w+)", handoff.inner_text()).group(1)
 
+    tab(page, "Jobs")
     table = page.locator("#jobs-table")
     row = table.locator(".virtual-row", has_text=job_id)  # the rows shown (a hidden copy sizes)
     expect(row).to_contain_text("done")
-    expect(page.locator("#chatbot")).to_contain_text(f"Job {job_id} is done")
     row.locator("[role=gridcell]").first.click()  # selecting the row opens the result
     viewer = page.get_by_text(f"Job {job_id}: done")
     expect(viewer).to_be_visible()
@@ -230,11 +237,14 @@ def test_a_delegated_task_finishes_in_the_jobs_panel(page):
     expect(viewer).to_be_visible()
     expect(page.locator("#jobs-selected input")).to_have_value(job_id)
     shot(page, "jobs")
+    tab(page, "Chat")  # the notice of the finished job is in the chat
+    expect(page.locator("#chatbot")).to_contain_text(f"Job {job_id} is done")
 
 
 def test_the_dashboard_plots_latency_per_lane_and_shows_the_engine(page):
     from playwright.sync_api import expect
 
+    tab(page, "Dashboard")
     chat_plot = page.locator("#latency-chat")
     # voice and typed turns on the chat lane; the timer refreshes the plot
     expect(chat_plot).to_contain_text(re.compile(r"[2-9] turns measured"), timeout=30_000)

@@ -158,3 +158,22 @@ async def test_closing_the_stream_stops_generation_and_speech(settings):
     assert engine.active == 0, "the engine request is closed"
     left = {t for t in asyncio.all_tasks() - before if not t.done()}
     assert not left, f"tasks still running: {left}"
+
+
+async def test_a_stopped_turn_is_kept_with_what_had_arrived(settings):
+    # Stop, barge-in or switching conversation closes the stream: the request and the part
+    # of the answer that arrived stay in the conversation, marked as stopped
+    engine = Sentences(words=5000, token_s=0.005)
+    pipeline, store = _pipeline(settings, engine)
+    cid = store.new_conversation("ann")
+    stream = pipeline.stream(TurnRequest(text="tell me a long story", conversation_id=cid))
+    words = 0
+    async for event in stream:
+        words += event.kind == "content"
+        if words == 10:
+            break
+    await stream.aclose()
+    ((user, stored),) = store.turns(cid)
+    assert user == "tell me a long story" and stored.reply.startswith("w0 w1")
+    assert stored.incomplete and stored.error and "stopped" in stored.error
+    assert stored.finish_reason == "interrupted" and stored.lane == "chat"

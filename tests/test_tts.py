@@ -22,6 +22,7 @@ from assistant.speech.tts import (
     resolve_voice,
     speak_to_file,
     speech_sentences,
+    voice_choices,
 )
 
 
@@ -157,3 +158,22 @@ def test_registry_entries_by_model_path_and_by_package(tmp_path: Path, tts: Pipe
     registry.write_text("voices = [")
     with pytest.raises(ConfigError, match=r"voices\.toml"):
         resolve_voice(None, registry)
+
+
+def test_a_faster_rate_speaks_the_same_words_in_less_time(tts: PiperTTS) -> None:
+    text = "The speaking rate is a per user setting on the page."
+    normal = sum(len(c.samples) for c in tts.synthesize(text))
+    fast = sum(len(c.samples) for c in tts.at_rate(1.5).synthesize(text))
+    slow = sum(len(c.samples) for c in tts.at_rate(0.75).synthesize(text))
+    assert fast < 0.8 * normal < 0.8 * slow
+    assert tts.at_rate(1.0) is tts  # the default rate is the loaded voice itself
+    # out-of-range rates are clamped to what the page offers, not passed to Piper
+    clamped = sum(len(c.samples) for c in tts.at_rate(50).synthesize(text))
+    assert clamped >= 0.4 * normal
+
+
+def test_voice_choices_list_installed_registry_voices_configured_first() -> None:
+    choices = voice_choices(Settings(voice="joe"))
+    names = [name for _, name in choices]
+    assert names[0] == "joe" and "en_US-joe-medium" in names
+    assert all(label.startswith(name) for label, name in choices)
