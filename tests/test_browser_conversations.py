@@ -36,6 +36,7 @@ USERS = {"ann": "ann-secret-1", "bob": "bob-secret-2"}
 DESK = {"width": 1400, "height": 1250}
 PHONE = {"width": 390, "height": 844}
 SHOTS = os.environ.get("ASSISTANT_SCREENSHOTS")
+SIDEBAR_AWAY_JS = "() => document.querySelector('#sidebar').getBoundingClientRect().right <= 1"
 
 
 @pytest.fixture(scope="module")
@@ -257,6 +258,7 @@ def test_at_phone_width_the_conversation_comes_first(browser, app, tmp_path):
         entries(page).filter(has_text="bananas").click()
         expect(chat).to_contain_text("You said: bananas are yellow")
         expect(sidebar).not_to_have_class(re.compile(r"\bopen\b"))  # picked: out of the way
+        page.wait_for_function(SIDEBAR_AWAY_JS)  # it slides out
         box = chat.bounding_box()
         assert box is not None and box["y"] < 200 and box["width"] > 300
         composer = page.get_by_placeholder("Type a message")
