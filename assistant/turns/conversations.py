@@ -78,6 +78,8 @@ def export_markdown(info: ConversationInfo, turns: list[StoredTurn]) -> str:
         out += [r.reply or "*(no answer)*", ""]
         if r.error:
             out += [f"> ⚠️ {r.error}", ""]
-        timings = ", ".join(f"{STAGES.get(k, k)} {v:.0f} ms" for k, v in r.timings.as_dict().items())
+        timings = ", ".join(
+            f"{STAGES.get(k, k)} {v:.0f} ms" for k, v in r.timings.as_dict().items()
+        )
         out += [f"*{r.lane} lane, {r.reason}" + (f"; {timings}" if timings else "") + "*", ""]
     return "\n".join(out)

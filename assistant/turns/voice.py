@@ -2,15 +2,16 @@
 
 `speak` sits after the chat stages: it passes their events on and speaks the answer's complete
 sentences as they arrive, so the first sentence is heard while the rest is still generated.
-Reasoning is never spoken. Blocking models (Whisper, Piper) run off the event loop; a
-synthesis already running in its thread finishes when the turn is cancelled (a thread cannot
-be stopped), but its audio is dropped.
+Reasoning is never spoken. Blocking models (Whisper, Piper) run on their bounded pools
+(`speech.pools`); a synthesis already running in its thread finishes when the turn is
+cancelled (a thread cannot be stopped), but its audio is dropped.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 from collections.abc import AsyncIterator
 from typing import Protocol
@@ -19,6 +20,7 @@ from assistant.errors import BadInput
 from assistant.records import AudioChunk, Transcript, TurnEvent, now_ms
 from assistant.settings import Settings
 from assistant.speech.audio import AudioSource, load_audio
+from assistant.speech.pools import speech_pools
 from assistant.speech.sentences import SentenceSplitter
 from assistant.turns.recorder import Recorder
 from assistant.turns.stream import merge
@@ -38,18 +40,23 @@ class TextToSpeech(Protocol):
     def synthesize(self, text: str) -> object: ...
 
 
+async def transcribe(audio: AudioSource, stt: SpeechToText, settings: Settings) -> Transcript:
+    """Decode (within the upload limits) and transcribe, on the speech-to-text pool."""
+    pools = speech_pools()
+    limits = {"max_bytes": settings.max_upload_bytes, "max_seconds": settings.max_audio_s}
+    samples = await pools.run_stt(functools.partial(load_audio, **limits), audio)
+    return await pools.run_stt(stt.transcribe, samples)
+
+
 async def hear(
     audio: AudioSource, stt: SpeechToText, rec: Recorder, settings: Settings
 ) -> AsyncIterator[TurnEvent]:
     """Audio to a transcript event, or an error event for audio that cannot be used."""
     try:
-        samples = await asyncio.to_thread(
-            load_audio, audio, max_bytes=settings.max_upload_bytes, max_seconds=settings.max_audio_s
-        )
+        transcript = await transcribe(audio, stt, settings)
     except BadInput as e:
         yield TurnEvent("error", text=f"I couldn't use that audio: {e}")
         return
-    transcript = await asyncio.to_thread(stt.transcribe, samples)
     rec.set("stt", rec.since_start())  # decoding included: it is part of hearing the user
     yield TurnEvent("transcript", text=transcript.text, transcript=transcript)
 
@@ -113,7 +120,7 @@ async def speak(
 async def _say(tts: TextToSpeech, text: str, rec: Recorder) -> AsyncIterator[TurnEvent]:
     """Speak one piece of text, recording the speech timings."""
     began = now_ms()
-    chunks: list[AudioChunk] = await asyncio.to_thread(lambda: list(tts.synthesize(text)))  # type: ignore[call-overload]
+    chunks: list[AudioChunk] = await speech_pools().run_tts(lambda: list(tts.synthesize(text)))  # type: ignore[call-overload]
     done = now_ms()
     rec.add("tts_total", done - began)
     for chunk in chunks:

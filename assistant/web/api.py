@@ -10,7 +10,6 @@ Identity is the login (or "local" without one), exactly as on the page.
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 import gradio as gr
@@ -21,6 +20,7 @@ from assistant.settings import Settings
 from assistant.turns.chat import check_text
 from assistant.turns.conversations import Conversations
 from assistant.turns.pipeline import Pipeline
+from assistant.turns.voice import transcribe
 from assistant.web.turns import SpeechModels, owner_of
 
 
@@ -78,20 +78,12 @@ class Api:
 
     async def transcribe(self, audio_path: str | None) -> dict:
         """Speech to text: {"text", "language", "duration_s", "stt_ms"}."""
-        from assistant.speech.audio import load_audio
-
         if not audio_path:
             raise gr.Error("no audio file")
         settings = self.settings
         try:
             stt = await self.speech.stt()
-            samples = await asyncio.to_thread(
-                load_audio,
-                audio_path,
-                max_bytes=settings.max_upload_bytes,
-                max_seconds=settings.max_audio_s,
-            )
-            transcript = await asyncio.to_thread(stt.transcribe, samples)
+            transcript = await transcribe(audio_path, stt, settings)
         except AssistantError as e:
             raise gr.Error(str(e)) from e
         return transcript.as_json()

@@ -25,6 +25,7 @@ from assistant.jobs import JobQueue
 from assistant.records import Job
 from assistant.settings import Settings
 from assistant.speech.audio import wav_bytes
+from assistant.speech.pools import speech_pools
 from assistant.web.turns import Session, SpeechModels, owner_of, voice_of
 
 HEADERS = ["id", "state", "elapsed", "tokens", "task"]
@@ -233,7 +234,7 @@ class Jobs:
         tts = await voice_of(self.speech, self.prefs(owner))
         if tts is None:
             return None
-        chunks = await asyncio.to_thread(lambda: list(tts.synthesize(text)))
+        chunks = await speech_pools().run_tts(lambda: list(tts.synthesize(text)))
         if not chunks:
             return None
         return wav_bytes(b"".join(c.samples for c in chunks), chunks[0].sample_rate)

@@ -1,0 +1,51 @@
+"""Speech runs on bounded pools sized for the machine (admission by resource); fast tier."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+
+import pytest
+
+from assistant.speech.pools import PoolSizes, SpeechPools
+
+
+@pytest.mark.parametrize(
+    ("cores", "sizes"),
+    [
+        (1, PoolSizes(1, 1, 1, 1)),
+        (2, PoolSizes(1, 2, 1, 1)),  # this machine: one Whisper call on both cores at a time
+        (8, PoolSizes(2, 4, 2, 1)),
+        (16, PoolSizes(4, 4, 4, 1)),
+    ],
+)
+def test_pool_sizes_follow_the_cores(cores, sizes):
+    assert PoolSizes.for_cores(cores) == sizes
+
+
+def test_calls_past_the_pool_size_wait_their_turn_instead_of_sharing_the_cores():
+    pools = SpeechPools(PoolSizes(1, 1, 2, 1))
+    running, peak, lock = [0], [0], threading.Lock()
+
+    def work(seconds: float) -> str:
+        with lock:
+            running[0] += 1
+            peak[0] = max(peak[0], running[0])
+        time.sleep(seconds)
+        with lock:
+            running[0] -= 1
+        return threading.current_thread().name
+
+    async def main() -> tuple[list[str], int, list[str], int]:
+        stt = await asyncio.gather(*(pools.run_stt(work, 0.05) for _ in range(4)))
+        stt_peak, peak[0] = peak[0], 0
+        tts = await asyncio.gather(*(pools.run_tts(work, 0.05) for _ in range(4)))
+        return stt, stt_peak, tts, peak[0]
+
+    try:
+        stt, stt_peak, tts, tts_peak = asyncio.run(main())
+    finally:
+        pools.shutdown()
+    assert stt_peak == 1 and tts_peak == 2
+    assert all(n.startswith("stt") for n in stt) and all(n.startswith("tts") for n in tts)
