@@ -24,8 +24,6 @@ from assistant.web.security import is_loopback
 
 log = logging.getLogger(__name__)
 
-CONCURRENCY = 8
-"""Events of one kind running at once; the lanes, not Gradio, decide the engine's order."""
 SHUTDOWN_GRACE_S = 3.0
 """Open page connections (streams, timers) get this long to end when the server stops."""
 
@@ -109,7 +107,10 @@ def serve(settings: Settings, host: str = "127.0.0.1", port: int = 7860) -> int:
         # one SpeechModels: the lifespan warms it, the page's banner shows its progress
         speech = SpeechModels(rt.settings)
         demo = build_ui(rt, speech)
-        demo.queue(max_size=settings.max_queue, default_concurrency_limit=CONCURRENCY)
+        # Admission is by resource: the engine lanes decide when a request reaches the engine,
+        # and speech waits on its own CPU pools. Gradio's per-event limit is only a backstop
+        # (as many running as may wait), so its queue is not where people wait.
+        demo.queue(max_size=settings.max_queue, default_concurrency_limit=settings.max_queue)
         demo.launch(
             server_name=host,
             server_port=port,
