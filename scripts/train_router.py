@@ -2,10 +2,14 @@
 
     .venv/bin/python scripts/train_router.py [--dev ../shared/routing/dev.jsonl] [--train-only]
 
-Embeds `assistant/data/router_train.jsonl` with MiniLM, picks the ridge strength and the
-deep threshold by cross-validation on the training set alone, reports cross-validated and
+Embeds `assistant/data/router_train.jsonl` plus the spoken-style examples in
+`assistant/routing/spoken_train.jsonl` with MiniLM, picks the ridge strength and the deep
+threshold by cross-validation on that training set alone, reports cross-validated and
 held-out figures, then fits the shipped head (`assistant/data/router_head.npz`) on the
-training set plus the dev set (unless --train-only). Deterministic: same data, same head.
+training set plus the typed dev set (unless --train-only). The spoken dev set
+(`assistant/routing/spoken_dev.jsonl`) is never trained on: it is how `scripts/eval_router.py`
+checks that spoken requests route as well as typed ones, so a training line that repeats
+one of its lines stops the run. Deterministic: same data, same head.
 """
 
 from __future__ import annotations
@@ -23,6 +27,9 @@ from assistant.routing.router import Head, embed, load_examples
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "assistant" / "data"
+SPOKEN_TRAIN = ROOT / "assistant" / "routing" / "spoken_train.jsonl"
+SPOKEN_DEV = ROOT / "assistant" / "routing" / "spoken_dev.jsonl"
+TYPED_DEV = ROOT.parent / "shared" / "routing" / "dev.jsonl"
 L2_GRID = (0.03, 0.1, 0.3, 1.0)
 THRESHOLD_GRID = (0.25, 0.3, 0.35, 0.4, 0.45, 0.5)
 MIN_DEEP_RECALL = 0.99
@@ -103,17 +110,25 @@ def cross_validate(
     return pred, per_fold
 
 
-def choose(x: np.ndarray, deep: np.ndarray) -> tuple[float, float]:
-    """(l2, threshold) with the best CV accuracy among those reaching MIN_DEEP_RECALL."""
+def choose(
+    x: np.ndarray, deep: np.ndarray, spoken: np.ndarray | None = None
+) -> tuple[float, float]:
+    """(l2, threshold) with the best CV accuracy among those reaching MIN_DEEP_RECALL on
+    typed and on spoken examples (`spoken` marks them) separately: a pooled figure would
+    let one style's missed deep requests hide behind the other's."""
+    parts = [np.ones(len(deep), dtype=bool)] if spoken is None else [~spoken, spoken]
+    parts = [p for p in parts if p.any()]
     best: tuple[float, float, float] | None = None  # (accuracy, threshold, l2)
     for l2 in L2_GRID:
         for t in THRESHOLD_GRID:
             pred, _ = cross_validate(x, deep, k=10, l2=l2, threshold=t)
-            acc, recall = scores(pred, deep)
-            print(f"  l2={l2:<5} threshold={t:<5} cv accuracy {acc:.3f} deep recall {recall:.3f}")
+            acc = scores(pred, deep)[0]
+            recalls = [scores(pred[p], deep[p])[1] for p in parts]
+            each = " / ".join(f"{r:.3f}" for r in recalls)
+            print(f"  l2={l2:<5} threshold={t:<5} cv accuracy {acc:.3f} deep recall {each}")
             # Ties go to the higher threshold: fewer chat turns sent to the slow lane.
             key = (acc, t, l2)
-            if recall >= MIN_DEEP_RECALL and (best is None or key > best):
+            if min(recalls) >= MIN_DEEP_RECALL and (best is None or key > best):
                 best = key
     if best is None:
         raise SystemExit(f"no setting reaches deep recall {MIN_DEEP_RECALL}: add training data")
@@ -127,19 +142,53 @@ def show(name: str, pred: np.ndarray, deep: np.ndarray, per_fold: list | None = 
         print(f"    fold {i}: accuracy {a:.3f}, deep recall {r:.3f}")
 
 
+def training_set(
+    train: Path = DATA / "router_train.jsonl", spoken: Path | None = SPOKEN_TRAIN
+) -> tuple[list[str], np.ndarray]:
+    """The typed training set plus the spoken-style one (texts, is_deep)."""
+    texts, deep, _ = _training_set(train, spoken)
+    return texts, deep
+
+
+def _training_set(train: Path, spoken: Path | None) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """(texts, is_deep, is_spoken)."""
+    texts, deep = load_examples(train)
+    said = np.zeros(len(texts), dtype=bool)
+    if spoken is not None and spoken.is_file():
+        more, more_deep = load_examples(spoken)
+        texts, deep = texts + more, np.concatenate([deep, more_deep])
+        said = np.concatenate([said, np.ones(len(more), dtype=bool)])
+    return texts, deep, said
+
+
+def _key(text: str) -> str:
+    return " ".join(text.lower().split()).rstrip("?.!")
+
+
+def check_held_out(trained: list[str], held_out: Path = SPOKEN_DEV) -> None:
+    """Stop when a line of the held-out spoken dev set is among the training texts."""
+    if not held_out.is_file():
+        return
+    leaked = {_key(t) for t in trained} & {_key(t) for t in load_examples(held_out)[0]}
+    if leaked:
+        raise SystemExit(f"{held_out.name} must stay held out; trained on: {sorted(leaked)[:3]}")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--train", type=Path, default=DATA / "router_train.jsonl")
-    ap.add_argument("--dev", type=Path, default=ROOT.parent / "shared" / "routing" / "dev.jsonl")
+    ap.add_argument("--spoken-train", type=Path, default=SPOKEN_TRAIN)
+    ap.add_argument("--dev", type=Path, default=TYPED_DEV)
     ap.add_argument("--train-only", action="store_true", help="fit the shipped head without dev")
     ap.add_argument("--out", type=Path, default=DATA / "router_head.npz")
     args = ap.parse_args(argv)
 
     encoder = MiniLM.load()
-    texts, deep = load_examples(args.train)
+    texts, deep, spoken = _training_set(args.train, args.spoken_train)
+    check_held_out(texts + (load_examples(args.dev)[0] if args.dev.is_file() else []))
     x = embed(encoder, texts)
-    print(f"training set: {len(texts)} ({int(deep.sum())} deep)")
-    l2, threshold = choose(x, deep)
+    print(f"training set: {len(texts)} ({int(deep.sum())} deep, {int(spoken.sum())} spoken)")
+    l2, threshold = choose(x, deep, spoken)
     print(f"chosen: l2={l2}, threshold={threshold}")
     pred, per_fold = cross_validate(x, deep, k=10, l2=l2, threshold=threshold)
     show("train, 10-fold CV", pred, deep, per_fold)
@@ -160,8 +209,16 @@ def main(argv: list[str] | None = None) -> int:
             fit_x, fit_y = both_x, both_y
     else:
         print(f"no dev set at {args.dev}: held-out figures skipped", file=sys.stderr)
+    if SPOKEN_DEV.is_file():
+        sd_texts, sd_deep = load_examples(SPOKEN_DEV)
+        sdx = embed(encoder, sd_texts)
+        train_only = fit_head(x, deep, l2=l2, threshold=threshold)
+        show("spoken dev, held out (train-only head)", train_only.p_deep(sdx) >= 0.5, sd_deep)
+        shipped = fit_head(fit_x, fit_y, l2=l2, threshold=threshold)
+        show("spoken dev, held out (shipped head)", shipped.p_deep(sdx) >= 0.5, sd_deep)
     head = fit_head(fit_x, fit_y, l2=l2, threshold=threshold)
-    digest = hashlib.sha256(args.train.read_bytes()).hexdigest()[:16]
+    sources = [args.train] + ([args.spoken_train] if args.spoken_train.is_file() else [])
+    digest = hashlib.sha256(b"".join(p.read_bytes() for p in sources)).hexdigest()[:16]
     save_head(head, args.out, train_sha256=digest, examples=str(len(fit_y)))
     print(f"wrote {args.out} ({len(fit_y)} examples)")
     return 0

@@ -24,6 +24,7 @@ import numpy as np
 
 from assistant.records import Lane, RouteDecision
 from assistant.routing.embedder import Encoder, MiniLM
+from assistant.routing.spoken import FILLERS, OPENERS, normalise, strip_fillers
 
 DELEGATE_TOOL: dict = {
     "type": "function",
@@ -59,11 +60,16 @@ def decision_from_tool(task: str = "") -> RouteDecision:
 
 # --- step 1: explicit cues -------------------------------------------------------------
 
-# Politeness and fillers that may come before a cue ("ok, please think hard about ...").
+# Politeness and fillers that may come before a cue ("ok, please think hard about ...",
+# and as transcribed: "um so like delegate this ..."). No text may match the repeated
+# group in two ways, or a long run of fillers that ends in no cue takes exponential time
+# to fail: so each alternative must end a word ("ummm" is not "um" + "mm"), "um" is left
+# to "um+", and "please" after "can you" is its own alternative.
+_HESITATIONS = "|".join(sorted(f for f in FILLERS if not re.fullmatch("um+|uh+", f)))
 _LEAD = (
-    r"(?:(?:ok(?:ay)?|so|hey|hi|well|alright|right|now|um+|uh+|please|pls|kindly"
-    r"|(?:can|could|would|will)\s+you(?:\s+please)?"
-    r"|i(?:'d|\s+would)\s+like\s+you\s+to|i\s+(?:want|need)\s+you\s+to)[\s,.!:;-]*)*"
+    r"(?:(?:" + OPENERS + "|" + _HESITATIONS + r"|um+|uh+|please|pls|kindly"
+    r"|(?:can|could|would|will)\s+you"
+    r"|i(?:'d|\s+would)\s+like\s+you\s+to|i\s+(?:want|need)\s+you\s+to)(?![\w'])[\s,.!:;-]*)*"
 )
 _IT = r"(?:\s+(?:this|that|it)(?:\s+(?:one|task|job))?)?"
 # (label shown in the reason, pattern); a cue must be followed by more request text.
@@ -80,7 +86,6 @@ _CUE_RES = tuple(
     (label, re.compile(r"^\s*" + _LEAD + "(?:" + pattern + r")(?=[\s,.!:;-]|$)", re.IGNORECASE))
     for label, pattern in _CUES
 )
-_SEPARATORS = " \t\n,.!:;-\u2013\u2014"
 _CUE_WINDOW = 200
 """Cues count only at the start: looking no further keeps matching constant-time."""
 
@@ -90,7 +95,8 @@ def match_cue(text: str) -> tuple[str, str] | None:
     for label, pattern in _CUE_RES:
         m = pattern.match(text, 0, _CUE_WINDOW)
         if m:
-            rest = text[m.end() :].lstrip(_SEPARATORS).strip()
+            # Hesitation right after the cue ("delegate this um write ...") is no part of the task.
+            rest = strip_fillers(text[m.end() :]).strip()
             # A bare "delegate." names no task: let the classifier see the whole text.
             if rest:
                 return label, rest
@@ -135,10 +141,13 @@ and it bounds a decision on pasted pages to about the cost of a long sentence.""
 
 
 def embed(encoder: Encoder, texts: Sequence[str]) -> np.ndarray:
-    """Classifier features. Trailing punctuation is dropped first: in hand-written training
-    data questions end in "?" and tasks in ".", a shortcut that fails on unpunctuated
-    typed or transcribed text ("how tall is the eiffel tower" scored deep without this)."""
-    return encoder.encode([_TRAILING.sub("", t.strip()) for t in texts], max_tokens=ROUTE_TOKENS)
+    """Classifier features, the same for training and for routing. Transcripts are first
+    normalised (fillers, openers, numbers in words: see `spoken`), which leaves typed text
+    nearly as it is. Trailing punctuation is dropped: in hand-written training data
+    questions end in "?" and tasks in ".", a shortcut that fails on unpunctuated typed or
+    transcribed text ("how tall is the eiffel tower" scored deep without this)."""
+    clean = [_TRAILING.sub("", normalise(t).strip()) for t in texts]
+    return encoder.encode(clean, max_tokens=ROUTE_TOKENS)
 
 
 def load_examples(path: Path | None = None) -> tuple[list[str], np.ndarray]:

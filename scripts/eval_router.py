@@ -1,0 +1,114 @@
+"""Route the typed and the spoken dev sets and print accuracy and deep recall side by side.
+
+    .venv/bin/python scripts/eval_router.py [--typed ../shared/routing/dev.jsonl]
+        [--spoken assistant/routing/spoken_dev.jsonl] [--errors] [--json]
+
+Two routers are scored, both through `Router.decide` (cues first, then the classifier):
+- shipped: the head in `assistant/data/router_head.npz`. It was fitted on the typed dev set
+  too (see train_router.py), so its typed figure is not a held-out one;
+- held out: a head fitted the same way on the training sets alone, so neither dev set is
+  seen and the two columns compare like with like.
+Spoken requests route as well as typed ones when, for each router, the spoken accuracy and
+deep recall are at least the typed ones.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+
+from assistant.routing.router import Router, embed, load_examples
+
+try:
+    from scripts.train_router import SPOKEN_DEV, TYPED_DEV, fit_head, training_set
+except ModuleNotFoundError:  # run as a file, so scripts/ itself is on the path
+    from train_router import SPOKEN_DEV, TYPED_DEV, fit_head, training_set  # type: ignore
+
+
+@dataclass(frozen=True)
+class Score:
+    accuracy: float
+    deep_recall: float
+    n: int
+    by_cue: int
+    """Requests decided by an explicit cue rather than the classifier."""
+    misses: list[dict]
+    """{"text", "lane" (the right one), "reason"} per misrouted request."""
+
+
+def score(router: Router, texts: Sequence[str], deep: np.ndarray) -> Score:
+    """Accuracy and deep recall of the full routing decision on labelled requests."""
+    decisions = [router.decide(t) for t in texts]
+    pred = np.array([d.lane == "deep" for d in decisions])
+    misses = [
+        {"text": t, "lane": "deep" if y else "chat", "reason": d.reason}
+        for t, y, d, p in zip(texts, deep, decisions, pred, strict=True)
+        if p != y
+    ]
+    return Score(
+        accuracy=float((pred == deep).mean()),
+        deep_recall=float(pred[deep].mean()),
+        n=len(texts),
+        by_cue=sum(d.reason.startswith("cue") for d in decisions),
+        misses=misses,
+    )
+
+
+def held_out_router(router: Router) -> Router:
+    """The shipped router with its head refitted on the training sets only (same ridge
+    strength and threshold), so no dev line has been seen."""
+    texts, deep = training_set()
+    head = fit_head(
+        embed(router.encoder, texts), deep, l2=router.head.l2, threshold=router.head.threshold
+    )
+    return Router(router.encoder, head)
+
+
+def evaluate(
+    typed: Path = TYPED_DEV, spoken: Path = SPOKEN_DEV, *, held_out: bool = True
+) -> dict[str, dict[str, Score]]:
+    """{router name: {"typed": Score, "spoken": Score}}."""
+    shipped = Router.load().warm()
+    routers = {"shipped": shipped}
+    if held_out:
+        routers["held out"] = held_out_router(shipped)
+    sets = {"typed": load_examples(typed), "spoken": load_examples(spoken)}
+    return {name: {kind: score(r, *sets[kind]) for kind in sets} for name, r in routers.items()}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--typed", type=Path, default=TYPED_DEV)
+    ap.add_argument("--spoken", type=Path, default=SPOKEN_DEV)
+    ap.add_argument("--errors", action="store_true", help="list the misrouted requests")
+    ap.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    args = ap.parse_args(argv)
+    for path in (args.typed, args.spoken):
+        if not path.is_file():
+            print(f"error: no dev set at {path}", file=sys.stderr)
+            return 1
+
+    results = evaluate(args.typed, args.spoken)
+    if args.json:
+        print(json.dumps({k: {s: asdict(v) for s, v in r.items()} for k, r in results.items()}))
+        return 0
+    print(f"{'router':<10} {'set':<7} {'n':>4} {'accuracy':>9} {'deep recall':>12} {'by cue':>7}")
+    for name, sets in results.items():
+        for kind, s in sets.items():
+            print(
+                f"{name:<10} {kind:<7} {s.n:>4} {s.accuracy:>9.3f} {s.deep_recall:>12.3f}"
+                f" {s.by_cue:>7}"
+            )
+            for m in s.misses if args.errors else ():
+                print(f"    should be {m['lane']} ({m['reason']}): {m['text']}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
