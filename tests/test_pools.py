@@ -49,3 +49,18 @@ def test_calls_past_the_pool_size_wait_their_turn_instead_of_sharing_the_cores()
         pools.shutdown()
     assert stt_peak == 1 and tts_peak == 2
     assert all(n.startswith("stt") for n in stt) and all(n.startswith("tts") for n in tts)
+
+
+def test_gradio_queue_polls_cheaply_when_idle():
+    # the private attributes quiet_queue sets must still exist in the pinned Gradio
+    import gradio as gr
+
+    from assistant.web.server import PROGRESS_POLL_S, QUEUE_POLL_S, quiet_queue
+
+    with gr.Blocks() as demo:
+        gr.Markdown("x")
+    demo.queue()
+    assert demo._queue.sleep_when_free == 0.001  # Gradio's default: 1000 wake-ups a second
+    quiet_queue(demo)
+    assert demo._queue.sleep_when_free == QUEUE_POLL_S
+    assert demo._queue.progress_update_sleep_when_free == PROGRESS_POLL_S
