@@ -90,6 +90,8 @@ class Settings:
     max_queue: int = 64
     embedded_ctx: int = 4096
     embedded_slots: int = 1
+    handsfree_pause_ms: int = 500
+    """Hands-free: the silence after speech that ends a turn (see `speech.listener`)."""
 
     @property
     def db_path(self) -> Path:
@@ -165,6 +167,7 @@ def load_settings(env: dict[str, str] | None = None, toml_path: Path | None = No
             "max_queue",
             "embedded_ctx",
             "embedded_slots",
+            "handsfree_pause_ms",
         )
         if k in top
     }

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from assistant.records import INTERRUPTED, RouteDecision, TurnEvent, TurnResult
 from assistant.settings import Settings
@@ -37,6 +37,8 @@ class TurnRequest:
     received_ms: float | None = None
     """When the request arrived, or speech ended (`now_ms()`): latency counts from here."""
     source: str = "text"
+    heard_ms: dict[str, float] = field(default_factory=dict)
+    """Stages measured before the turn began, e.g. a hands-free turn's `endpoint` and `stt`."""
 
 
 STOPPED = "stopped before the answer was complete"
@@ -67,6 +69,8 @@ class Pipeline:
     ) -> AsyncIterator[TurnEvent]:
         """The turn's events; the last is "done" with the stored, reported result."""
         rec = Recorder(request.received_ms, log_to=self.log_to, observe=self.observe)
+        for stage, ms in request.heard_ms.items():
+            rec.set(stage, ms)
         heard: list[str] = [request.text]
         events = self._answer(request, stt, rec, heard)
         if request.speak and tts is not None:

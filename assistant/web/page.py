@@ -9,6 +9,7 @@ import asyncio
 import shutil
 import time
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import gradio as gr
@@ -30,11 +31,13 @@ from assistant.web.dashboard_panel import REFRESH_S as DASH_REFRESH_S
 from assistant.web.dashboard_panel import Dash, add_dashboard
 from assistant.web.jobs_panel import Jobs, build_jobs_panel
 from assistant.web.turns import Session, SpeechModels, Turns
+from assistant.web.utterances import Utterances
 
 BANNER_EVERY_S = 10.0
 PROBE_CACHE_S = 5.0
 # Stop and barge-in also silence what the browser is already playing.
 PAUSE_AUDIO_JS = "() => { document.querySelectorAll('audio').forEach((a) => a.pause()); }"
+HANDSFREE_JS = "(on) => window.assistantHandsFree.toggle(on)"
 
 
 class EngineStatus:
@@ -125,14 +128,23 @@ PAGE_CSS = """
 """
 
 
-def build_ui(rt: Runtime, speech: SpeechModels | None = None) -> gr.Blocks:
-    """The whole page for one runtime; `speech` is shared with whoever warms the models."""
+PAGE_HEAD = f"<script>{(Path(__file__).parent / 'handsfree.js').read_text()}</script>"
+"""The hands-free microphone script (`handsfree.js`), loaded with the page."""
+
+
+def build_ui(
+    rt: Runtime, speech: SpeechModels | None = None, utterances: Utterances | None = None
+) -> gr.Blocks:
+    """The whole page for one runtime; `speech` is shared with whoever warms the models, and
+    `utterances` with the `/listen` route that hears hands-free speech."""
     settings = rt.settings
     speech = speech or SpeechModels(settings)
     # Gradio encodes a streamed audio output with ffmpeg; without it, speak whole replies
     streamed = shutil.which("ffmpeg") is not None
     # each part of the page gets the services it uses, nothing more
-    turns = Turns(rt.turns, rt.conversations, settings, speech, streamed=streamed)
+    turns = Turns(
+        rt.turns, rt.conversations, settings, speech, streamed=streamed, utterances=utterances
+    )
     jobs = Jobs(rt.jobs, settings, speech, prefs=rt.conversations.prefs)
     library = Library(rt.conversations, settings)
     voices = VoiceSettings(rt.conversations, settings)
@@ -170,7 +182,10 @@ def build_ui(rt: Runtime, speech: SpeechModels | None = None) -> gr.Blocks:
                     )
                     send = gr.Button("Send", variant="primary", scale=0, min_width=90, size="md")
                     delegate = gr.Button("Delegate", scale=0, min_width=90, size="md")
-                    stop = gr.Button("Stop", variant="stop", scale=0, min_width=90, size="md")
+                    stop = gr.Button(
+                        "Stop", variant="stop", scale=0, min_width=90, size="md",
+                        elem_id="stop-button",
+                    )  # fmt: skip
                 with gr.Row():
                     mic = gr.Audio(
                         sources=["microphone", "upload"],
@@ -190,6 +205,17 @@ def build_ui(rt: Runtime, speech: SpeechModels | None = None) -> gr.Blocks:
                         min_width=220,
                         elem_id="reply-audio",
                     )
+                with gr.Row(elem_id="handsfree-row"):
+                    handsfree = gr.Checkbox(
+                        label="Hands-free: listen all the time, answer after a pause",
+                        value=False,
+                        elem_id="handsfree",
+                        scale=0,
+                        min_width=300,
+                    )
+                    gr.HTML("", elem_id="handsfree-live")
+                # the utterance's key, set by handsfree.js: its input event starts the turn
+                heard_key = gr.Textbox(visible="hidden", elem_id="handsfree-key")
                 notice_audio = gr.Audio(autoplay=True, visible="hidden")
                 voice = build_voice_panel(settings)
             with gr.Tab("Jobs", id="jobs", elem_id="tab-jobs"):
@@ -215,7 +241,12 @@ def build_ui(rt: Runtime, speech: SpeechModels | None = None) -> gr.Blocks:
         replies += [
             mic.stop_recording(turns.voice, **voice_io, **private),
             mic.upload(turns.voice, **voice_io, **private),
-        ]
+            heard_key.input(
+                turns.handsfree, inputs=[heard_key, chatbot, session, speak],
+                outputs=[chatbot, reply_audio], **private,
+            ),
+        ]  # fmt: skip
+        handsfree.input(None, inputs=handsfree, js=HANDSFREE_JS, **private)
         # Stop, or starting to speak again (barge-in), cancels the reply and its speech
         stop.click(None, js=PAUSE_AUDIO_JS, cancels=replies, **private)
         mic.start_recording(None, js=PAUSE_AUDIO_JS, cancels=replies, **private)

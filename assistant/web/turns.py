@@ -23,6 +23,7 @@ from assistant.settings import Settings
 from assistant.speech.audio import wav_bytes
 from assistant.turns.conversations import Conversations
 from assistant.turns.pipeline import Pipeline, TurnRequest
+from assistant.web.utterances import Utterances
 
 log = logging.getLogger(__name__)
 
@@ -185,12 +186,15 @@ class Turns:
         speech: SpeechModels,
         *,
         streamed: bool,
+        utterances: Utterances | None = None,
     ):
         self.pipeline = pipeline
         self.conversations = conversations
         self.settings = settings
         self.speech = speech
         self.streamed = streamed
+        self.utterances = utterances or Utterances()
+        """Hands-free utterances the `/listen` stream heard, waiting for their turn."""
 
     async def chat(
         self,
@@ -288,6 +292,37 @@ class Turns:
             async for history_out, audio in outs:
                 yield history_out, audio, gr.skip()
         yield gr.skip(), gr.skip(), None  # clear the recorder for the next turn
+
+    async def handsfree(
+        self,
+        key: str,
+        history: list[dict[str, Any]],
+        session: Session,
+        speak: bool,
+        request: gr.Request,
+    ) -> AsyncIterator[tuple[Any, ...]]:
+        """Hands-free heard an utterance end: its turn. Outputs: chatbot, audio out."""
+        owner = owner_of(self.settings, request)
+        heard = self.utterances.take(key or "", owner)
+        if heard is None:  # a stale or foreign key: nothing to answer
+            yield gr.skip(), gr.skip()
+            return
+        view = TurnView(history, "🎤 …")
+        view.apply(TurnEvent("transcript", text=heard.text))
+        tts = await self._tts(owner) if speak else None
+        request = TurnRequest(
+            text=heard.text,
+            owner=owner,
+            conversation_id=conversation(self.conversations, session, owner),
+            speak=speak,
+            received_ms=heard.last_word_ms,  # latency counts from the user's last word
+            source="voice",
+            heard_ms=heard.heard_ms,
+        )
+        turn = self.pipeline.stream(request, tts=tts)
+        async with contextlib.aclosing(self._stream(view, turn, session)) as outs:
+            async for out in outs:
+                yield out
 
     async def _tts(self, owner: str) -> Any:
         return await voice_of(self.speech, self.conversations.prefs(owner))
