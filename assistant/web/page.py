@@ -214,7 +214,7 @@ def build_ui(
                         min_width=300,
                     )
                     gr.HTML("", elem_id="handsfree-live")
-                # the utterance's key, set by handsfree.js: its input event starts the turn
+                # the utterance's key, set by handsfree.js: its change starts the turn
                 heard_key = gr.Textbox(visible="hidden", elem_id="handsfree-key")
                 notice_audio = gr.Audio(autoplay=True, visible="hidden")
                 voice = build_voice_panel(settings)
@@ -241,7 +241,7 @@ def build_ui(
         replies += [
             mic.stop_recording(turns.voice, **voice_io, **private),
             mic.upload(turns.voice, **voice_io, **private),
-            heard_key.input(
+            heard_key.change(
                 turns.handsfree, inputs=[heard_key, chatbot, session, speak],
                 outputs=[chatbot, reply_audio], **private,
             ),
