@@ -26,6 +26,8 @@ if not AUDIO.is_dir():
 TIERS = {
     "test_browser": ("browser", "process", "model"),
     "test_browser_conversations": ("browser", "process", "model"),
+    "test_browser_handsfree": ("browser", "process", "model"),
+    "test_listener": ("model",),
     "test_build": ("process",),
     "test_chat": ("process",),
     "test_ci": ("process",),

@@ -1,0 +1,136 @@
+"""Hands-free talk in a real headless Chromium: the microphone stays open, pauses end turns,
+and speaking over a reply interrupts it.
+
+Chromium's fake microphone plays one file (real recordings from ../shared/audio): a request,
+silence, a second request, and a third that starts while the second one's reply is still
+being generated. Only the Hands-free switch is clicked.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import soundfile as sf
+
+from assistant.store.db import Store
+from tests.app_proc import CLI_SERVE, App, run_app
+from tests.conftest import AUDIO
+from tests.simengine_proc import run_simengine
+
+CHROMIUM = Path("/usr/bin/chromium")
+pytestmark = pytest.mark.skipif(
+    not CHROMIUM.exists(),
+    reason="needs Debian's chromium at /usr/bin/chromium (scripts/setup.sh --test installs it)",
+)
+RATE = 16000
+
+
+def mono16k(path: Path, channel: int | None = None) -> np.ndarray:
+    data, rate = sf.read(str(path), dtype="float32", always_2d=True)
+    x = data[:, channel] if channel is not None else data.mean(axis=1)
+    n = int(len(x) * RATE / rate)
+    x = np.interp(np.linspace(0, len(x) - 1, n), np.arange(len(x)), x).astype(np.float32)
+    loud = np.flatnonzero(np.abs(x) > 0.02)  # trim the silence around the words
+    return x[max(0, loud[0] - 1600) : loud[-1] + 1600]
+
+
+def silence(seconds: float) -> np.ndarray:
+    return np.zeros(int(seconds * RATE), dtype=np.float32)
+
+
+@pytest.fixture(scope="module")
+def mic_wav(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    stereo = AUDIO / "stereo_diarization.wav"
+    audio = np.concatenate(
+        [
+            silence(1.5),
+            mono16k(stereo, 0),  # "He began a confused complaint against the wizard ..."
+            silence(10.0),  # its whole reply: 150 words at 40 ms, then spoken
+            mono16k(stereo, 1),  # "The horizon seems extremely distant."
+            silence(2.0),  # the reply to it is still being generated when ...
+            mono16k(AUDIO / "hotwords.mp3"),  # "... go into your ComfyUI folder ..."
+            silence(40.0),
+        ]
+    )
+    path = tmp_path_factory.mktemp("mic") / "three-requests.wav"
+    sf.write(str(path), (audio * 32767).astype(np.int16), RATE, subtype="PCM_16")
+    return path
+
+
+@pytest.fixture(scope="module")
+def app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[App]:
+    with contextlib.ExitStack() as stack:
+        # long replies at 40 ms a token: the second is still streaming when the third speaks
+        engine = stack.enter_context(
+            run_simengine("--priority-policy", "--token-ms", "40", "--answer-words", "150")
+        )
+        yield stack.enter_context(run_app(tmp_path_factory.mktemp("app"), engine, entry=CLI_SERVE))
+
+
+@pytest.fixture(scope="module")
+def page(app: App, mic_wav: Path) -> Iterator[Any]:
+    from playwright.sync_api import expect, sync_playwright
+
+    expect.set_options(timeout=60_000)
+    args = [
+        "--headless=new",
+        "--no-sandbox",
+        "--use-fake-ui-for-media-stream",
+        "--use-fake-device-for-media-stream",
+        # %noloop: the file plays once, from when the microphone opens
+        f"--use-file-for-fake-audio-capture={mic_wav}%noloop",
+        "--autoplay-policy=no-user-gesture-required",
+    ]
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=args)
+        try:
+            tab = browser.new_page(viewport={"width": 1400, "height": 1250})
+            tab.set_default_timeout(60_000)
+            tab.goto(app.url)
+            expect(tab.locator("#banner")).not_to_contain_text("Loading the speech", timeout=90_000)
+            yield tab
+        finally:
+            browser.close()
+
+
+def test_pauses_end_turns_and_speech_over_a_reply_interrupts_it(page, app):
+    from playwright.sync_api import expect
+
+    users = page.locator("#chatbot [data-testid=user]")
+    bots = page.locator("#chatbot [data-testid=bot]")
+    page.locator("#handsfree input").check()  # the only click
+    expect(page.locator("#handsfree-live")).to_contain_text("Listening")
+
+    # the transcript grows while the person speaks, then the turn starts by itself
+    expect(page.locator("#handsfree-live")).to_contain_text("began a confused")
+    expect(users.nth(0)).to_contain_text("wizard")
+    expect(bots.nth(0)).to_contain_text(re.compile(r"endpoint \d+ ms · stt \d+ ms"))
+    expect(users.nth(1)).to_contain_text("horizon")
+    # the third request, spoken while the second reply streamed: that reply was stopped ...
+    expect(users.nth(2)).to_contain_text("folder", timeout=90_000)
+    # ... and the third is a turn of its own, answered in full
+    third = bots.filter(has_text="folder").last
+    expect(third).to_contain_text(re.compile(r"endpoint \d+ ms .*1st audio \d+ ms"), timeout=90_000)
+    expect(users).to_have_count(3)
+    second = bots.filter(has_text="You said: The horizon").last
+    assert not re.search(r"total \d+ ms", second.inner_text())  # cut short, never finished
+    store = Store(app.data_dir / "assistant.db")
+    try:
+        (conversation,) = store.conversations("local")
+        turns = store.transcript(conversation.id)
+    finally:
+        store.close()
+    assert [t.source for t in turns] == ["voice"] * 3
+    assert turns[0].result.error is None and turns[0].result.timings.endpoint is not None
+    assert turns[1].result.error and "stopped" in turns[1].result.error  # the barge-in
+    assert turns[2].result.error is None and "folder" in turns[2].user_text.lower()
+
+    page.locator("#handsfree input").uncheck()  # the microphone is released
+    assert page.wait_for_function("() => !window.assistantHandsFree.active()")
+    expect(page.locator("#handsfree-live")).to_have_text("")
