@@ -30,6 +30,7 @@ FRAME = 512
 FRAME_MS = FRAME * 1000 / RATE
 CONTEXT = 64
 """Samples of the previous frame Silero v6 reads before each frame."""
+CHECK_EVERY_MS = 250
 
 
 @dataclass(frozen=True)
@@ -106,9 +107,16 @@ def words(text: str) -> list[str]:
 
 
 def is_echo(heard: str, playing: str, share: float = 0.6) -> bool:
-    """Most of what was heard are the words being played: the assistant hearing itself."""
+    """Most of what was heard are the words being played: the assistant hearing itself. A
+    word cut off mid-way ("cap" of "capital") counts as played."""
     said, played = words(heard), set(words(playing))
-    return bool(said) and sum(w in played for w in said) / len(said) >= share
+    if not said:
+        return False
+
+    def was_played(w: str) -> bool:
+        return w in played or (len(w) >= 3 and any(p.startswith(w) for p in played))
+
+    return sum(map(was_played, said)) / len(said) >= share
 
 
 class Listener:
@@ -147,6 +155,7 @@ class Listener:
         self._shown = ""
         self._announced = False
         self._echo = False
+        self._checked_ms = 0.0
 
     def playing(self, text: str | None) -> None:
         """The reply being spoken to the user (None once it stops): the echo guard."""
@@ -216,8 +225,14 @@ class Listener:
             return []
         if self._playing:
             # while the reply plays, its own voice may leak into the microphone: hear what
-            # was said before interrupting it
+            # was said before interrupting it; a few words are needed to tell, so look again
+            # every 250 ms of speech until there are three (or a second and a half of speech)
+            if self._voiced_ms < self._checked_ms + CHECK_EVERY_MS:
+                return []
+            self._checked_ms = self._voiced_ms
             so_far = await self._transcribe(np.concatenate(self._audio))
+            if len(words(so_far)) < 3 and self._voiced_ms < 1500:
+                return []
             if not so_far or is_echo(so_far, self._playing):
                 self._echo = bool(so_far)
                 return []
