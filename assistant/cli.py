@@ -180,7 +180,7 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
 def cmd_bench(args: argparse.Namespace, settings: Settings) -> int:
     from assistant.devtools.bench import run_bench
 
-    return run_bench(args.which, settings, as_json=args.json, rounds=args.rounds)
+    return run_bench(args.which, settings, as_json=args.json, rounds=args.rounds, live=args.live)
 
 
 def parser() -> argparse.ArgumentParser:
@@ -237,6 +237,11 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("which", choices=["qos", "voice", "load"])
     s.add_argument("--json", action="store_true")
     s.add_argument("--rounds", type=int, default=None, help="samples per condition")
+    s.add_argument(
+        "--live",
+        action="store_true",
+        help="voice: also feed the recordings in real time through the hands-free path",
+    )
     s.set_defaults(fn=cmd_bench)
     return p
 

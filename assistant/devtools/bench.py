@@ -9,7 +9,9 @@ import sys
 from assistant.settings import Settings
 
 
-def run_bench(which: str, settings: Settings, *, as_json: bool, rounds: int | None) -> int:
+def run_bench(
+    which: str, settings: Settings, *, as_json: bool, rounds: int | None, live: bool = False
+) -> int:
     if which == "qos":
         from assistant.devtools.qosbench import bench_qos
 
@@ -17,7 +19,7 @@ def run_bench(which: str, settings: Settings, *, as_json: bool, rounds: int | No
     elif which == "voice":
         from assistant.devtools.voicebench import bench_voice
 
-        result = bench_voice(settings, rounds)
+        result = bench_voice(settings, rounds, live=live)
     else:
         from assistant.devtools.loadbench import bench_load
 

@@ -152,6 +152,7 @@ class Listener:
         self._segments: list[asyncio.Task[str]] = []
         self._preview: asyncio.Task[str] | None = None
         self._preview_at = 0  # frames into the utterance when the last preview started
+        self._preview_from = 0  # ... and the frame it starts from
         self._shown = ""
         self._announced = False
         self._echo = False
@@ -207,7 +208,7 @@ class Listener:
         ):
             self._segment(len(self._audio))
         elif self._announced and self._preview_due():
-            self._preview_at = len(self._audio)
+            self._preview_at, self._preview_from = len(self._audio), self._cut
             audio = np.concatenate(self._audio[self._cut :])
             self._preview = asyncio.ensure_future(self._transcribe(audio))
         too_long = len(self._audio) * FRAME_MS >= cfg.max_utterance_s * 1000
@@ -281,16 +282,24 @@ class Listener:
             if self._last_voiced > self._cut
             else None
         )
-        segments = self._segments
-        if self._preview is not None:
-            self._preview.cancel()
+        segments, preview = self._segments, self._preview
+        # a preview that began after the last word, from the last cut, already holds the
+        # tail: wait for it rather than queue the same transcription behind it
+        covers = (
+            preview is not None
+            and not preview.cancelled()
+            and self._preview_from == self._cut
+            and self._preview_at >= self._last_voiced
+        )
+        if preview is not None and not covers:
+            preview.cancel()
         self._reset()
         if voiced_ms < self.config.min_speech_ms:
-            _cancel(segments)
+            _cancel([*segments, *([preview] if preview else [])])
             return Heard("ignored", number, reason="too short", audio_s=audio_s)
         parts = [await t for t in segments]
         if tail is not None:
-            parts.append(await self._transcribe(tail))
+            parts.append(await preview if covers and preview else await self._transcribe(tail))
         text = " ".join(p for p in parts if p).strip()
         stt_ms = now_ms() - detected
         if not text:
