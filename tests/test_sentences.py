@@ -148,3 +148,31 @@ def test_feeding_a_long_reply_is_fast() -> None:
     elapsed = time.perf_counter() - start
     assert len(fed) + len(rest) == 100
     assert elapsed < 2.0, f"{elapsed:.2f} s for {len(text)} chars"
+
+
+def test_a_long_first_sentence_is_spoken_from_its_first_clause():
+    from assistant.speech.sentences import SentenceSplitter
+
+    s = SentenceSplitter()
+    reply = (
+        "The steam engine works by heating water in a boiler until it boils, and the "
+        "steam pushes a piston back and forth inside a cylinder. Then a crank turns."
+    )
+    pieces = []
+    for word in reply.split(" "):
+        pieces += s.feed(word + " ")
+    pieces += s.flush()
+    assert pieces[0] == "The steam engine works by heating water in a boiler until it boils,"
+    assert pieces[1].startswith("and the steam pushes") and pieces[1].endswith("cylinder.")
+    assert pieces[2] == "Then a crank turns."
+
+
+def test_short_replies_stay_whole_sentences():
+    from assistant.speech.sentences import SentenceSplitter
+
+    s = SentenceSplitter()
+    pieces = []
+    for word in "Yes, it is. Paris, the capital, is in France, in Europe. Sure.".split(" "):
+        pieces += s.feed(word + " ")
+    pieces += s.flush()
+    assert pieces == ["Yes, it is.", "Paris, the capital, is in France, in Europe.", "Sure."]

@@ -16,6 +16,11 @@ MAX_CLAUSE_CHARS = 200
 """A clause longer than this is cut (at a comma, else a space) so speech starts early."""
 MIN_CLAUSE_CHARS = 40
 """Never cut a long clause before this many characters: short fragments sound choppy."""
+FIRST_CLAUSE_CHARS = 60
+"""The first piece of a reply may be a clause (up to its first comma-like mark past
+MIN_CLAUSE_CHARS) once this much has arrived with no sentence end: the listener hears
+something while a long first sentence is still being generated. Only the first piece: by the
+next one, speech is already playing, and whole sentences sound better."""
 
 _FENCE = "```"
 _CLOSERS = "\"'\u201d\u2019)]"  # straight and curly closing quotes, brackets
@@ -87,17 +92,29 @@ class SentenceSplitter:
         self._in_code = False
         self._checked = 0
         """Boundary offset pysbd already declined, so it is not asked again for nothing."""
+        self._started = False
+        """A piece has been returned: the early first clause is no longer wanted."""
 
     def feed(self, delta: str) -> list[str]:
         """Add a delta; return the sentences it completed (possibly none)."""
         self._buf += self._strip_code(delta)
         out = self._complete_sentences()
+        if not out and not self._started and len(self._buf) >= FIRST_CLAUSE_CHARS:
+            first = next(
+                (m.end() for m in _CLAUSE_CUT.finditer(self._buf) if m.start() >= MIN_CLAUSE_CHARS),
+                None,
+            )
+            if first is not None:
+                out.append(self._buf[:first])
+                self._buf, self._checked = self._buf[first:], 0
         while len(self._buf) > MAX_CLAUSE_CHARS:
             cut = _clause_cut(self._buf)
             out.append(self._buf[:cut])
             self._buf = self._buf[cut:]
             self._checked = 0
-        return _speakable(out)
+        out = _speakable(out)
+        self._started = self._started or bool(out)
+        return out
 
     def flush(self) -> list[str]:
         """End of stream: return whatever is left, split into sentences."""
