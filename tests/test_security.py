@@ -458,3 +458,35 @@ def test_uploads_over_the_cap_are_refused(app, uploads, ann, tmp_path):
     # the app keeps serving: a real recording under the cap is transcribed
     ok = ann.predict(handle_file(str(AUDIO / "jfk.flac")), api_name="/transcribe")
     assert "fellow americans" in ok["text"].lower()
+
+
+def test_the_handsfree_stream_needs_the_login_and_the_same_origin(app):
+    import asyncio
+
+    import httpx
+    import websockets
+
+    url = app.url.replace("http://", "ws://") + "listen"
+    login = httpx.post(app.url + "login", data={"username": "ann", "password": USERS["ann"]})
+    cookie = "; ".join(f"{k}={v}" for k, v in login.cookies.items())
+    host = app.url.split("//")[1].rstrip("/")
+
+    async def attempt(headers: dict[str, str]) -> str:
+        try:
+            async with websockets.connect(url, additional_headers=headers) as ws:
+                await ws.send(bytes(3200))  # 100 ms of silence: heard, nothing said back
+                try:
+                    reply = await asyncio.wait_for(ws.recv(), timeout=1.0)
+                except TimeoutError:
+                    return "open"
+                return f"said {reply!r}"
+        except websockets.exceptions.InvalidStatus as e:
+            return f"refused {e.response.status_code}"
+        except websockets.exceptions.ConnectionClosed as e:
+            return f"closed {e.rcvd.code if e.rcvd else None}"
+
+    assert asyncio.run(attempt({})) == "refused 403"  # no login: no microphone stream
+    assert asyncio.run(attempt({"Cookie": cookie, "Origin": "http://evil.example"})) == (
+        "refused 403"  # another site's page cannot open it with the user's cookie
+    )
+    assert asyncio.run(attempt({"Cookie": cookie, "Origin": f"http://{host}"})) == "open"
