@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 
+from assistant.records import now_ms
 from assistant.settings import Settings
 from assistant.speech.listener import ListenConfig, Listener, is_echo
 from assistant.speech.stt import load_stt
@@ -119,3 +120,32 @@ def test_silence_is_not_kept(stt):
         return kept
 
     assert asyncio.run(run()) <= int(0.35 * RATE)
+
+
+def test_the_live_voice_bench_times_each_heard_turn_from_the_last_word(stt, tmp_path):
+    # `assistant bench voice --live`: real-time feeding into the listener; each final starts
+    # a turn that carries the listener's endpoint and stt and counts from the last word
+    from assistant.devtools.voicebench import _live
+    from assistant.records import Timings, TurnEvent, TurnResult
+
+    started: list = []
+
+    class Turns:
+        async def stream(self, request, tts=None):
+            started.append(request)
+            timings = Timings(**request.heard_ms, first_audio=now_ms() - request.received_ms)
+            yield TurnEvent("done", result=TurnResult("ok", "chat", "r", "stop", timings=timings))
+
+    class Store:
+        def new_conversation(self, owner):
+            return "c1"
+
+    class Rt:
+        turns, store = Turns(), Store()
+
+    path = tmp_path / "one.wav"
+    sf.write(str(path), np.concatenate([silence(0.3), channel(1)]), RATE)
+    (timings,) = asyncio.run(_live(Rt(), stt, None, path))
+    assert "horizon" in started[0].text.lower() and started[0].source == "voice"
+    assert timings["endpoint"] >= 500 and timings["stt"] >= 0
+    assert timings["first_audio"] >= timings["endpoint"]
