@@ -32,6 +32,8 @@ FRAME_MS = FRAME * 1000 / RATE
 CONTEXT = 64
 """Samples of the previous frame Silero v6 reads before each frame."""
 CHECK_EVERY_MS = 250
+PROBABLE_END_MS = 160
+"""Silence after which the final transcript is started early (it is used if no word follows)."""
 
 
 @dataclass(frozen=True)
@@ -214,7 +216,9 @@ class Listener:
             and self._last_voiced > self._cut
         ):
             self._segment(len(self._audio))
-        elif self._announced and self._preview_due():
+        elif self._announced and (self._preview_due() or self._probable_end()):
+            if self._preview is not None:
+                self._preview.cancel()  # superseded: it did not hear the last word
             self._preview_at, self._preview_from = len(self._audio), self._cut
             audio = np.concatenate(self._audio[self._cut :])
             self._preview = asyncio.ensure_future(self._transcribe(audio))
@@ -252,6 +256,12 @@ class Listener:
         audio = np.concatenate(self._audio[self._cut : upto])
         self._cut = upto
         self._segments.append(asyncio.ensure_future(self._transcribe(audio)))
+
+    def _probable_end(self) -> bool:
+        """A pause long enough that the turn may be over: start the transcript the end will
+        need now, rather than after the rest of the end pause (it is then ready sooner)."""
+        crossed = self._silence_ms >= PROBABLE_END_MS > self._silence_ms - FRAME_MS
+        return crossed and self._preview_at < self._last_voiced
 
     def _preview_due(self) -> bool:
         if self._preview is not None and not self._preview.done():
