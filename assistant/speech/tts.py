@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import itertools
+import json
 import re
 import threading
 import tomllib
@@ -16,7 +17,7 @@ from pathlib import Path
 from typing import Protocol
 
 import onnxruntime
-from piper import PiperVoice, SynthesisConfig
+from piper import PiperConfig, PiperVoice, SynthesisConfig
 
 from assistant.errors import BadInput, ConfigError, ModelMissing
 from assistant.records import AudioChunk
@@ -148,16 +149,7 @@ class PiperTTS:
         self, voice: VoiceFiles, *, config: SynthesisConfig | None = None, threads: int = 0
     ) -> None:
         self.voice = voice
-        self._piper = PiperVoice.load(voice.model, voice.config)
-        if threads:
-            # PiperVoice.load takes onnxruntime's default (every core); a sentence is short,
-            # and the cores it would take are the engine's, generating the next sentence
-            options = onnxruntime.SessionOptions()
-            options.intra_op_num_threads = threads
-            options.inter_op_num_threads = 1
-            self._piper.session = onnxruntime.InferenceSession(
-                str(voice.model), sess_options=options, providers=["CPUExecutionProvider"]
-            )
+        self._piper = _load_piper(voice, threads)
         self._config = config or SynthesisConfig()
         self.sample_rate: int = self._piper.config.sample_rate
         self._warmed = False
@@ -194,6 +186,24 @@ class PiperTTS:
 
 _cache: dict[Path, PiperTTS] = {}
 _cache_lock = threading.Lock()
+
+
+def _load_piper(voice: VoiceFiles, threads: int) -> PiperVoice:
+    """The voice; with `threads`, its ONNX session limited to that many intra-op threads.
+
+    PiperVoice.load takes onnxruntime's default (every core); a sentence is short, and the
+    cores it would take are the engine's, generating the next sentence. Built here rather
+    than loaded twice (PiperVoice.load, then a second session)."""
+    if not threads:
+        return PiperVoice.load(voice.model, voice.config)
+    options = onnxruntime.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    session = onnxruntime.InferenceSession(
+        str(voice.model), sess_options=options, providers=["CPUExecutionProvider"]
+    )
+    config = PiperConfig.from_dict(json.loads(voice.config.read_text(encoding="utf-8")))
+    return PiperVoice(session=session, config=config)
 
 
 @dataclass(frozen=True)
