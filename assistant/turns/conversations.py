@@ -47,11 +47,10 @@ class Conversations:
 
     def markdown(self, conversation_id: str, owner: str) -> str | None:
         """The whole conversation as a Markdown document; None when it is not `owner`'s."""
-        info = self.get(conversation_id, owner)
-        turns = self.turns(conversation_id, owner)
-        if info is None or turns is None:
+        info = self.get(conversation_id, owner)  # None: not `owner`'s
+        if info is None:
             return None
-        return export_markdown(info, turns)
+        return export_markdown(info, self._store.transcript(conversation_id))
 
     def recent_timings(self, owner: str, limit: int = 200) -> list[dict[str, Any]]:
         """The latency records of `owner`'s recent turns, for the dashboard."""
