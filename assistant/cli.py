@@ -96,7 +96,7 @@ def cmd_delegate(args: argparse.Namespace, settings: Settings) -> int:
         print(f"job {job.id}: {job.state}" + (f" ({job.error})" if job.error else ""))
     if job.state == "failed":
         print(f"job {job.id} failed: {job.error}", file=sys.stderr)
-        return 3 if job.error and job.error.startswith("budget exhausted") else 1
+        return 3 if job.error and job.error.startswith(("budget exhausted", "no answer")) else 1
     return 0
 
 

@@ -228,6 +228,19 @@ class JobWorker:
                     error=f"budget exhausted: {job.budget} tokens went on reasoning and no "
                     "answer came; the reasoning is kept; retry with a bigger budget",
                 )
+            elif not progress.result.strip() and finish not in (*INCOMPLETE, "preempted"):
+                # the engine said it had finished, but no answer came: never an empty success
+                what = (
+                    "the model's output was all reasoning (it never closed its thinking)"
+                    if progress.reasoning.strip()
+                    else "the engine returned an empty answer"
+                )
+                self._end(
+                    job,
+                    progress,
+                    "failed",
+                    error=f"no answer: {what}; the reasoning is kept; retry the job",
+                )
             elif finish in INCOMPLETE or finish == "preempted":
                 self._end(job, progress, "failed", error=f"the stream kept ending early ({finish})")
             else:

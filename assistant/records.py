@@ -114,6 +114,23 @@ class Reply:
         """The budget ran out in reasoning: no answer at all."""
         return self.finish_reason == "length" and not self.content.strip()
 
+    @property
+    def reasoning_only(self) -> bool:
+        """The engine said it had finished, but everything it said was reasoning (a model that
+        never closed its thinking): no answer, whatever the finish reason."""
+        return (
+            not self.content.strip()
+            and bool(self.reasoning.strip())
+            and not self.delegate_requested
+            and not self.incomplete
+            and self.finish_reason != "length"
+        )
+
+    @property
+    def unanswered(self) -> bool:
+        """No answer came: never an empty success."""
+        return self.exhausted or self.reasoning_only
+
 
 @dataclass
 class TurnResult:

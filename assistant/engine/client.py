@@ -114,6 +114,20 @@ def _priority_rejected(err: openai.APIStatusError) -> bool:
     return err.status_code == 400 and "priority" in text
 
 
+def _tools_refused(err: openai.APIStatusError) -> bool:
+    """vLLM without --enable-auto-tool-choice: '"auto" tool choice requires
+    --enable-auto-tool-choice and --tool-call-parser to be set' (HTTP 400)."""
+    text = str(err).lower()
+    return err.status_code == 400 and "tool" in text and ("choice" in text or "parser" in text)
+
+
+TOOLS_REFUSED = (
+    "the engine refuses tools (vLLM: start it with --enable-auto-tool-choice "
+    "--tool-call-parser ...); chat turns go without them and the model's own delegate step "
+    "is off (the cue and classifier steps still route)"
+)
+
+
 def _field(obj: Any, name: str) -> Any:
     value = getattr(obj, name, None)
     if value is None:
@@ -150,6 +164,8 @@ class Engine:
         """Set for a base model: requests go to /completions as a transcript."""
         self.supervisor = supervisor
         self.priority_ok = self.profile.priority
+        self.tools_ok = True
+        """False once the engine refused tools: the chat lane stops offering them."""
         self.warnings: list[str] = []
         self._listed = False  # the model list was read (see `_discover_model`)
 
@@ -298,7 +314,7 @@ class Engine:
                 params = self.profile.shape(
                     lane, thinking=thinking, max_tokens=budget, use_priority=self.priority_ok
                 )
-                if tools:
+                if tools and self.tools_ok:
                     params["tools"] = tools
                 client = self.client.with_options(timeout=timeout)
                 if self.transcript is not None:
@@ -324,6 +340,11 @@ class Engine:
                         "the engine rejected request priority (start vLLM with "
                         "--scheduling-policy priority); the app's own lanes keep order instead"
                     )
+                    continue
+                if "tools" in params and _tools_refused(e):
+                    # the same turn again without tools: a chat turn never fails for them
+                    self.tools_ok = False
+                    self._warn_once(TOOLS_REFUSED)
                     continue
                 if e.status_code not in _RETRYABLE_STATUS or attempt >= lane.retries:
                     if e.status_code in _RETRYABLE_STATUS:

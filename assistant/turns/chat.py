@@ -32,6 +32,10 @@ EXHAUSTED_MESSAGE = (
     "The engine spent its whole reasoning budget and gave no answer, even after a retry "
     "without thinking. Try a shorter question, or delegate it for a bigger budget."
 )
+REASONING_ONLY_MESSAGE = (
+    "The engine's whole reply was reasoning (the model never closed its thinking), so no "
+    "answer came{again}. The reasoning is shown above; try asking again or rephrasing."
+)
 
 
 def check_text(text: str, limit: int) -> str:
@@ -129,7 +133,8 @@ class ChatService:
         if lane.name == "deep":
             messages = self.prompts.deep(decision.text or text)
         tools = None
-        if lane.name == "chat" and self.engine.kind in ("vllm", "openai"):
+        # an engine that refused tools once is not offered them again (the client warned)
+        if lane.name == "chat" and self.engine.kind in ("vllm", "openai") and self.engine.tools_ok:
             from assistant.routing.router import DELEGATE_TOOL
 
             tools = [DELEGATE_TOOL]
@@ -139,8 +144,9 @@ class ChatService:
             async with contextlib.aclosing(first) as events:
                 async for event in events:
                     yield event
-            if reply.exhausted and lane.name == "chat":
-                # the budget went on reasoning: once more with thinking off, never more
+            if reply.unanswered and lane.name == "chat":
+                # the budget went on reasoning, or the model only reasoned: once more with
+                # thinking off, never more
                 reply = Reply()
                 again = self._attempt(messages, lane, result, reply, rec, thinking=False)
                 async with contextlib.aclosing(again) as events:
@@ -164,6 +170,10 @@ class ChatService:
                 if lane.name == "chat"
                 else ("the deep lane's budget ran out in reasoning before an answer")
             )
+        elif reply.reasoning_only:
+            result.exhausted = True  # no answer: the CLI's exit code 3, like a spent budget
+            again = " even after a retry without thinking" if lane.name == "chat" else ""
+            result.error = REASONING_ONLY_MESSAGE.format(again=again)
         elif reply.incomplete:
             result.error = {
                 "crashed": f"{reply.note}; "
