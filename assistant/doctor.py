@@ -6,6 +6,7 @@ Each check is one small request; the report says what was found and what to chan
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import sys
 from dataclasses import asdict, dataclass, replace
@@ -13,9 +14,11 @@ from dataclasses import asdict, dataclass, replace
 import httpx
 
 from assistant.engine.client import Engine
+from assistant.engine.fold import Fold, folded
+from assistant.engine.ordering import PriorityProbe
 from assistant.errors import AssistantError
 from assistant.metrics import parse_engine_metrics
-from assistant.records import Message, now_ms
+from assistant.records import Message, Reply, now_ms
 from assistant.runtime import Runtime
 from assistant.settings import Settings
 
@@ -28,10 +31,19 @@ class Check:
     detail: str
 
 
-async def _timed(engine: Engine, lane, messages, **kw) -> tuple[float, object]:
+CHAT_TTFT_OK_MS = 1500.0
+"""A chat-lane first token slower than this is not a conversation (the design's chat replies
+take 0.6-2.8 s in all on the reference deployment)."""
+
+
+async def _timed(engine: Engine, lane, messages, **kw) -> tuple[float, float | None, Reply]:
+    """Total ms, time to first token (ms, None without a token) and the reply."""
+    fold = Fold()
     start = now_ms()
-    reply = await engine.complete(messages, lane, **kw)
-    return now_ms() - start, reply
+    async with contextlib.aclosing(folded(engine.stream(messages, lane, **kw), fold)) as events:
+        async for _ in events:
+            pass
+    return now_ms() - start, fold.ttft_ms, fold.reply
 
 
 async def _checks(rt: Runtime) -> list[Check]:
@@ -55,43 +67,17 @@ async def _checks(rt: Runtime) -> list[Check]:
     )
     ask = [Message("user", "Say hello in five words.")]
     probe_lane = replace(s.chat, max_tokens=32, retries=0)
-
-    # priority: a deep-lane priority is rejected unless vLLM runs --scheduling-policy priority
-    if engine.profile.priority:
-        try:
-            await engine.complete(ask, replace(probe_lane, priority=s.deep.priority))
-            accepted = engine.priority_ok
-        except AssistantError:
-            accepted = False
-        checks.append(
-            Check(
-                "priority",
-                accepted,
-                "request priority accepted"
-                if accepted
-                else "rejected: start vLLM with --scheduling-policy priority (the app keeps "
-                "its own lanes meanwhile)",
-            )
-        )
-    else:
-        checks.append(
-            Check(
-                "priority",
-                None,
-                f"{engine.kind} has no request priority (FIFO); "
-                "the app's lane scheduler keeps chat first",
-            )
-        )
-
     try:
-        think_ms, thought = await _timed(
+        checks.append(await _tools_check(engine, ask, probe_lane))
+        checks.append(await _priority_check(rt))
+        think_ms, _, thought = await _timed(
             engine, replace(s.deep, max_tokens=256, retries=0), ask, thinking=True
         )
-        plain_ms, plain = await _timed(engine, probe_lane, ask, thinking=False)
+        plain_ms, plain_ttft, plain = await _timed(engine, probe_lane, ask, thinking=False)
     except AssistantError as e:
         checks.append(Check("requests", False, str(e)))
         return checks
-    has_field = bool(thought.reasoning)  # type: ignore[attr-defined]
+    has_field = bool(thought.reasoning)
     checks.append(
         Check(
             "reasoning field",
@@ -101,7 +87,7 @@ async def _checks(rt: Runtime) -> list[Check]:
             else "no separate reasoning seen; for vLLM start it with a --reasoning-parser",
         )
     )
-    leaked = bool(plain.reasoning)  # type: ignore[attr-defined]
+    leaked = bool(plain.reasoning)
     checks.append(
         Check(
             "thinking off",
@@ -111,16 +97,67 @@ async def _checks(rt: Runtime) -> list[Check]:
             else "reasoning still came back with enable_thinking=false",
         )
     )
-    checks.append(
-        Check(
-            "latency",
-            True,
-            f"chat lane (low effort, thinking off) {plain_ms:.0f} ms; "
-            f"high effort with thinking {think_ms:.0f} ms",
-        )
-    )
+    checks.append(_latency_check(plain_ms, plain_ttft, think_ms))
     checks.append(await _prefix_check(rt, probe_lane))
     return checks
+
+
+async def _tools_check(engine: Engine, ask: list[Message], lane) -> Check:
+    """Offer the chat lane's `delegate` tool once: vLLM refuses tools (HTTP 400) unless it runs
+    with auto tool choice; the client then sends the request again without them."""
+    if engine.kind not in ("vllm", "openai"):
+        return Check("tools", None, f"{engine.kind}: the chat lane offers no tools")
+    from assistant.routing.router import DELEGATE_TOOL
+
+    await engine.complete(ask, lane, thinking=False, tools=[DELEGATE_TOOL])
+    if engine.tools_ok:
+        return Check(
+            "tools",
+            True,
+            "the engine accepts tools (auto tool choice on): the model's own delegate step works",
+        )
+    return Check(
+        "tools",
+        False,
+        "auto tool choice is off: chat turns go without tools and the model's own delegate "
+        "step is off (cues and the classifier still route); start vLLM with "
+        "--enable-auto-tool-choice --tool-call-parser <parser for your model>",
+    )
+
+
+async def _priority_check(rt: Runtime) -> Check:
+    engine = rt.engine
+    if not engine.profile.priority:
+        return Check(
+            "priority",
+            None,
+            f"{engine.kind} has no request priority (FIFO); "
+            "the app's lane scheduler keeps chat first",
+        )
+    headers = {"Authorization": f"Bearer {rt.settings.api_key}"} if rt.settings.api_key else {}
+    async with httpx.AsyncClient(base_url=rt.base_url, headers=headers) as client:
+        found = await PriorityProbe(
+            client,
+            model=engine.model or "",
+            metrics_url=rt.base_url.removesuffix("/v1") + "/metrics",
+            context=engine.context,
+        ).run()
+    return Check("priority", found.honoured, found.detail)
+
+
+def _latency_check(plain_ms: float, ttft: float | None, think_ms: float) -> Check:
+    detail = (
+        "chat lane (low effort, thinking off): first token "
+        + (f"{ttft:.0f} ms" if ttft is not None else "never")
+        + f", reply {plain_ms:.0f} ms; high effort with thinking {think_ms:.0f} ms"
+    )
+    ok = ttft is not None and ttft <= CHAT_TTFT_OK_MS
+    if not ok:
+        detail += (
+            f". Over the {CHAT_TTFT_OK_MS:.0f} ms a conversation needs: the engine is busy or "
+            "slow (with vLLM, --scheduling-policy priority lets chat overtake queued deep work)"
+        )
+    return Check("latency", ok, detail)
 
 
 async def _prefix_check(rt: Runtime, lane) -> Check:

@@ -20,6 +20,11 @@ class SimConfig:
     max_model_len: int = 32768
     slots: int = 4
     priority_policy: bool = False  # like vLLM's --scheduling-policy priority
+    # vLLM 0.32 accepts a non-zero priority under FCFS and ignores it; older vLLM rejected it
+    reject_priority: bool = False
+    # like vLLM's --enable-auto-tool-choice --tool-call-parser: without it, tools with
+    # tool_choice unset or "auto" are refused with HTTP 400
+    auto_tool_choice: bool = False
     prefill_ms: float = 0.0  # fixed delay before the first token
     prefill_ms_per_token: float = 0.0  # per prompt token not served by the prefix cache
     token_ms: float = 5.0  # per output token, per slot

@@ -5,6 +5,10 @@ Tests and benchmarks need an engine with vLLM's observable behaviour (priority r
 with the failures of DESIGN.md section 9 on demand, without a GPU. Run it as
 `python -m assistant.devtools.simengine --port 0`; it prints `READY port=N` once listening.
 
+Like vLLM 0.32: a non-zero priority without `--priority-policy` is accepted and ignored
+(`--reject-priority` for older vLLM, which refused it); tools with tool_choice unset or "auto"
+are refused with vLLM's HTTP 400 unless `--auto-tool-choice`; `ignore_eos` runs to max_tokens.
+
 Faults come from `--fault`, the `X-Sim-Fault` header or a `sim_fault` body field (header first),
 so one process can serve many tests. Syntax `name[:arg[:tag]]`:
   stall[:K]   role chunk and K tokens, then the connection stays open with nothing more
@@ -58,6 +62,9 @@ REPLY = (
 REASONING = "Let me think about this carefully, step by step, before I answer the question."
 # vLLM's own wording, so clients that match on it are tested against the real text.
 PRIORITY_MSG = "Got priority {p} but Priority scheduling is not enabled."
+TOOLS_MSG = (
+    '"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set'
+)
 CONTEXT_MSG = (
     "This model's maximum context length is {n} tokens. However, you requested {r} tokens "
     "({p} in the messages, {c} in the completion). "
@@ -125,16 +132,18 @@ class SimEngine:
         n_reason = min(budget, budget if exhaust else cfg.reasoning_tokens if thinking else 0)
         reason = (REASONING.split() * (n_reason // 10 + 1))[:n_reason]
         tool, answer = None, REPLY.format(t=user).split()
-        if body.get("tools") and "SIMDELEGATE" in user:
+        if body.get("tools") and body.get("tool_choice") != "none" and "SIMDELEGATE" in user:
             names = [t.get("function", {}).get("name") for t in body["tools"]]
             task = " ".join(user.replace("SIMDELEGATE", " ").split())
             tool = ("delegate" if "delegate" in names else names[0], json.dumps({"task": task}))
             answer = []
-        elif cfg.answer_words:
-            answer = (answer * (cfg.answer_words // len(answer) + 1))[: cfg.answer_words]
+        elif cfg.answer_words or body.get("ignore_eos"):
+            # ignore_eos (vLLM): the answer runs on to the whole budget
+            n = budget if body.get("ignore_eos") else cfg.answer_words
+            answer = (answer * (n // len(answer) + 1))[:n]
         content = answer[: budget - len(reason)]
         finish = "tool_calls" if tool else "stop"
-        if exhaust or len(content) < len(answer):
+        if body.get("ignore_eos") or exhaust or len(content) < len(answer):
             finish, tool = "length", None
         return {"reason": reason, "content": content, "tool": tool, "finish": finish}
 
@@ -162,8 +171,12 @@ class SimEngine:
         budget = body.get("max_completion_tokens") or body.get("max_tokens") or 0
         if not isinstance(priority, int) or not isinstance(budget, int):
             return await reject(400, "'priority' and 'max_tokens' must be integers.")
-        if priority != 0 and self.cfg.kind == "vllm" and not self.cfg.priority_policy:
+        if priority != 0 and self.cfg.reject_priority and not self.cfg.priority_policy:
             return await reject(400, PRIORITY_MSG.format(p=priority))
+        choice = body.get("tool_choice")
+        auto_tools = body.get("tools") and choice in (None, "auto")
+        if auto_tools and self.cfg.kind == "vllm" and not self.cfg.auto_tool_choice:
+            return await reject(400, TOOLS_MSG)
         if prompt + budget > self.cfg.max_model_len:
             n = self.cfg.max_model_len
             return await reject(400, CONTEXT_MSG.format(n=n, r=prompt + budget, p=prompt, c=budget))
@@ -326,7 +339,8 @@ def build_app(config: SimConfig | None = None) -> Starlette:
     cfg = engine.cfg
 
     async def models(_: Request) -> Response:
-        card = {"id": cfg.model, "object": "model", "created": 0, "owned_by": cfg.kind}
+        card = {"id": cfg.model, "object": "model", "created": int(time.time())}
+        card |= {"owned_by": cfg.kind, "root": cfg.model, "parent": None}
         return JSONResponse(
             {"object": "list", "data": [card | {"max_model_len": cfg.max_model_len}]}
         )

@@ -24,6 +24,7 @@ Run with the vLLM environment's Python (it needs torch, safetensors and tokenize
 
 from __future__ import annotations
 
+import itertools
 import json
 import sys
 from pathlib import Path
@@ -109,8 +110,8 @@ def build(out: Path) -> None:
     ]
     nxt: dict[int, int] = {}
     for script in scripts:
-        for a, b in zip(script, script[1:], strict=False):
-            assert nxt.get(a, b) == b, f"token {a} ({tok.id_to_token(a)!r}) would have two successors"
+        for a, b in itertools.pairwise(script):
+            assert nxt.get(a, b) == b, f"{tok.id_to_token(a)!r} would have two successors"
             nxt[a] = b
     # after <|im_end|> (ignore_eos, as the doctor's queue probe asks), the script starts again
     nxt[eos] = one
@@ -156,7 +157,7 @@ def build(out: Path) -> None:
         "num_key_value_heads": 2,
         "head_dim": 64,
         "hidden_act": "silu",
-        "max_position_embeddings": 8192,
+        "max_position_embeddings": 65536,
         "rms_norm_eps": 1e-6,
         "rope_theta": 10000.0,
         "tie_word_embeddings": False,
@@ -175,7 +176,7 @@ def build(out: Path) -> None:
                 "eos_token": "<|im_end|>",
                 "pad_token": "<|endoftext|>",
                 "bos_token": None,
-                "model_max_length": 8192,
+                "model_max_length": 65536,
                 "chat_template": TEMPLATE,
             },
             indent=1,

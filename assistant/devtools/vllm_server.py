@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[2]
 MODEL_SOURCE = Path(__file__).with_name("tiny_model.py")
 START_TIMEOUT_S = 600.0
 """vLLM for CPU starts in about a minute alone; a shared, busy machine takes several."""
-MAX_MODEL_LEN = 4096
+MAX_MODEL_LEN = 32768
 
 FLAGS = {
     "plain": [],

@@ -34,7 +34,7 @@ EXHAUSTED_MESSAGE = (
 )
 REASONING_ONLY_MESSAGE = (
     "The engine's whole reply was reasoning (the model never closed its thinking), so no "
-    "answer came{again}. The reasoning is shown above; try asking again or rephrasing."
+    "answer came{again}; its reasoning is kept. Try asking again, or rephrase the question."
 )
 
 

@@ -1,0 +1,248 @@
+"""Does the engine really order its queue by request priority? Shown, not assumed.
+
+vLLM 0.32 accepts `priority` under its default FCFS policy and silently ignores it, so an
+accepted request proves nothing. This probe makes the engine queue and watches the order:
+
+1. fill the engine's running sequences with long priority-10 streams (ignore_eos), one at a
+   time, until its `/metrics` shows a request waiting (up to `MAX_FILL`);
+2. queue `QUEUED` more priority-10 requests, then one priority-0 request, confirming from
+   `/metrics` that all of them wait;
+3. close one filler: one sequence frees, and the engine admits one waiting request. With
+   priority scheduling that is the priority-0 request; with FCFS, the oldest priority-10 one.
+
+Closing a stream aborts its request in vLLM, so the probe's cost is bounded by how fast it can
+observe, not by generation speed; everything is closed when it ends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import httpx
+
+from assistant.metrics import EngineMetrics, parse_engine_metrics
+
+MAX_FILL = 16
+"""More running sequences than this and the probe says it cannot tell (it would load a big
+deployment too much to find out)."""
+QUEUED = 2
+FILL_TOKENS = 32768
+"""At most this many (fitted to the context): fillers must outlast the probe on a fast engine;
+they are closed, and so aborted, when it ends."""
+WAIT_S = 20.0
+"""How long any one observation may take (a queue showing in /metrics, a first token)."""
+WARM_S = 120.0
+FLAG = "--scheduling-policy priority"
+
+
+@dataclass
+class Ordering:
+    """What the probe found: True (priority orders the queue), False (it is ignored), or None
+    (could not tell, with why)."""
+
+    honoured: bool | None
+    detail: str
+    running: int = 0
+
+
+@dataclass
+class _Stream:
+    """One streaming request; `first` is set when its first chunk arrives (it was admitted)."""
+
+    priority: int
+    first: asyncio.Event = field(default_factory=asyncio.Event)
+    first_at: float | None = None
+    error: str | None = None
+    task: asyncio.Task | None = None
+
+
+class PriorityProbe:
+    def __init__(
+        self,
+        client: httpx.AsyncClient,
+        *,
+        model: str,
+        metrics_url: str,
+        context: int | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ):
+        self.client = client
+        self.model = model
+        self.metrics_url = metrics_url
+        self.fill_tokens = min(FILL_TOKENS, max(64, (context or FILL_TOKENS + 128) - 128))
+        """Filler budget: the prompt is a few dozen tokens, the rest of the context is theirs."""
+        self.clock = clock
+        self.streams: list[_Stream] = []
+
+    async def run(self) -> Ordering:
+        try:
+            return await self._run()
+        finally:
+            for s in self.streams:
+                if s.task is not None:
+                    s.task.cancel()
+            await asyncio.gather(
+                *(s.task for s in self.streams if s.task is not None), return_exceptions=True
+            )
+
+    async def _run(self) -> Ordering:
+        if await self._metrics() is None:
+            return Ordering(None, f"cannot confirm: the engine serves no /metrics; use {FLAG}")
+        # a cold engine's first request can take longer than any one observation may
+        warm = self._start(0, 1)
+        try:
+            await asyncio.wait_for(asyncio.shield(warm.task), WARM_S)  # type: ignore[arg-type]
+        except TimeoutError:
+            return Ordering(None, f"cannot confirm: one token took over {WARM_S:.0f} s")
+        if warm.error:
+            return self._failed([warm])  # type: ignore[return-value]
+        fillers: list[_Stream] = []
+        while True:
+            if len(fillers) >= MAX_FILL:
+                return Ordering(
+                    None,
+                    f"cannot confirm: the engine runs more than {MAX_FILL} requests at once, too "
+                    f"many to fill for a check; if it is vLLM, make sure it runs with {FLAG}",
+                    len(fillers),
+                )
+            fillers.append(self._start(10, self.fill_tokens))
+            started = len(fillers)
+            seen = await self._until(lambda m: _total(m) >= started)  # noqa: B023
+            if seen is None:
+                return self._failed(fillers) or Ordering(
+                    None, "cannot confirm: the engine's /metrics did not count the probe's requests"
+                )
+            if (seen.waiting or 0) >= 1:
+                break
+        running = len(fillers) - 1
+        queued = [fillers.pop()]  # the last filler is already waiting: it is the oldest
+        queued += [self._start(10, 4) for _ in range(QUEUED - 1)]
+        if await self._until(lambda m: (m.waiting or 0) >= QUEUED) is None:
+            return self._inconclusive(fillers + queued, running)
+        urgent = self._start(0, 4)
+        if await self._until(lambda m: (m.waiting or 0) >= QUEUED + 1) is None:
+            return self._inconclusive(fillers + queued, running)
+        if any(s.first.is_set() for s in queued):
+            return self._inconclusive(fillers + queued, running)
+        fillers[0].task.cancel()  # type: ignore[union-attr]  one sequence frees
+        admitted = await self._first_of([urgent, *queued])
+        if admitted is None:
+            return self._failed([urgent, *queued]) or Ordering(
+                None, "cannot confirm: no queued request was admitted after a sequence freed"
+            )
+        if admitted.error:
+            return self._failed([admitted])  # type: ignore[return-value]
+        if admitted is urgent:
+            return Ordering(
+                True,
+                f"a priority-0 request overtook {QUEUED} queued priority-10 ones "
+                f"(with {running} running): the engine orders its queue by priority",
+                running,
+            )
+        return Ordering(
+            False,
+            f"priority is accepted but ignored: with {running} requests running, a priority-0 "
+            f"request waited behind queued priority-10 ones (FCFS). Start vLLM with {FLAG}; "
+            "meanwhile the app's own lanes keep chat first",
+            running,
+        )
+
+    def _start(self, priority: int, max_tokens: int) -> _Stream:
+        s = _Stream(priority)
+        s.task = asyncio.create_task(self._stream(s, max_tokens))
+        self.streams.append(s)
+        return s
+
+    async def _stream(self, s: _Stream, max_tokens: int) -> None:
+        # fillers are not streamed: a fast engine's per-token chunks would busy the server the
+        # probe needs to read /metrics from; only the queued requests' first chunks matter
+        stream = 1 < max_tokens < self.fill_tokens
+        body = {
+            "model": self.model,
+            "messages": [{"role": "user", "content": "Count from one to a thousand."}],
+            "max_tokens": max_tokens,
+            "stream": stream,
+            "priority": s.priority,
+            "ignore_eos": True,  # vLLM: run to max_tokens, so fillers hold their sequence
+            "chat_template_kwargs": {"enable_thinking": False},
+        }
+        try:
+            timeout = httpx.Timeout(None, connect=5.0)
+            async with self.client.stream(
+                "POST", "/chat/completions", json=body, timeout=timeout
+            ) as r:
+                if r.status_code != 200:
+                    text = (await r.aread()).decode(errors="replace")
+                    s.error = f"HTTP {r.status_code}: {_message(text)}"
+                    s.first.set()
+                    return
+                async for line in r.aiter_lines():
+                    if stream and line.startswith("data:") and not s.first.is_set():
+                        s.first_at = self.clock()
+                        s.first.set()
+        except httpx.HTTPError as e:
+            s.error = f"{type(e).__name__}: {e}"
+            s.first.set()
+
+    async def _metrics(self) -> EngineMetrics | None:
+        try:
+            r = await self.client.get(self.metrics_url, timeout=5.0)
+        except httpx.HTTPError:
+            return None
+        if r.status_code != 200:
+            return None
+        m = parse_engine_metrics(r.text)
+        return None if m.running is None or m.waiting is None else m
+
+    async def _until(self, ok: Callable[[EngineMetrics], bool]) -> EngineMetrics | None:
+        deadline = self.clock() + WAIT_S
+        while self.clock() < deadline:
+            m = await self._metrics()
+            if m is not None and ok(m):
+                return m
+            if any(s.error for s in self.streams):
+                return None
+            await asyncio.sleep(0.02)
+        return None
+
+    async def _first_of(self, streams: list[_Stream]) -> _Stream | None:
+        waits = {asyncio.ensure_future(s.first.wait()): s for s in streams}
+        try:
+            done, _ = await asyncio.wait(waits, timeout=WAIT_S, return_when="FIRST_COMPLETED")
+        finally:
+            for w in waits:
+                w.cancel()
+        firsts = [waits[w] for w in done]
+        if not firsts:
+            return None
+        # several may land in one engine step: the earliest arrival wins
+        return min(firsts, key=lambda s: s.first_at or float("inf"))
+
+    def _failed(self, streams: list[_Stream]) -> Ordering | None:
+        error = next((s.error for s in streams if s.error), None)
+        if error is None:
+            return None
+        return Ordering(None, f"cannot confirm: a probe request failed ({error})")
+
+    def _inconclusive(self, streams: list[_Stream], running: int) -> Ordering:
+        return self._failed(streams) or Ordering(
+            None,
+            "cannot confirm: the engine's queue did not hold still long enough to compare "
+            f"(with {running} running); use {FLAG}",
+            running,
+        )
+
+
+def _total(m: EngineMetrics) -> float:
+    return (m.running or 0) + (m.waiting or 0)
+
+
+def _message(text: str) -> str:
+    with contextlib.suppress(ValueError, AttributeError, TypeError):
+        return str(json.loads(text)["error"]["message"])[:200]
+    return text[:200]
