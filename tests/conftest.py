@@ -47,6 +47,11 @@ TIERS = {
     "test_ui": ("process", "model"),
     "test_voice": ("process", "model"),
     "test_wheel": ("process", "model"),
+    "test_vllm_plain": ("vllm", "process"),
+    "test_vllm_all": ("vllm", "process"),
+    "test_vllm_priority": ("vllm", "process"),
+    "test_vllm_tools": ("vllm", "process"),
+    "test_vllm_page": ("vllm", "browser", "process", "model"),
 }
 """Which tier each module's tests belong to; a module not named here is the fast tier."""
 

@@ -12,9 +12,11 @@ wide margin. Greedy or sampled, the model follows the script from the prompt's l
 - a request whose last message holds "[[never-close]]": reasoning that ends without `</think>`
   (a model that never closes its thinking);
 - a request whose last message holds "[[delegate]]": a Hermes-style `<tool_call>` of the
-  `delegate` tool.
+  `delegate` tool;
+- a request whose last message holds "[[long]]": an answer that never ends (" and so on" over
+  and over, to the budget), for cancelling and for keeping the engine busy.
 
-The chat template picks the prompt's last token (one to four newlines, single tokens through
+The chat template picks the prompt's last token (one to five newlines, single tokens through
 BPE merges), so the markers are the only way a test steers it. The tokenizer is byte-level BPE
 with the special tokens the Qwen3 reasoning parser and the Hermes tool parser look for.
 
@@ -34,6 +36,7 @@ REASONING_STEPS = 400
 ANSWER = ["The", " answer", " is", " ready", "."]
 TOOL_CALL = ['{"name":', ' "delegate",', ' "arguments":', ' {"task":', ' "the', ' task"}}']
 NEVER_CLOSE = [" Hmm", ",", " still", " pondering", " that", " one"]
+LOOP = [" and", " so", " on"]
 HIDDEN = 256
 SCALE = 40.0
 """Logit of the script's next token (others stay near 0): sampling at temperature 1 follows it."""
@@ -52,6 +55,7 @@ TEMPLATE = (
     "{% if add_generation_prompt %}<|im_start|>assistant\n"
     "{% set last = messages[-1].content if messages[-1].content is string else '' %}"
     "{% if '[[delegate]]' in last %}<think>\n\n</think>\n\n\n\n"
+    "{% elif '[[long]]' in last %}<think>\n\n</think>\n\n\n\n\n"
     # (Transformers renders with trim_blocks: the first newline after a tag is dropped)
     "{% elif '[[never-close]]' in last %}\n\n\n"
     "{% elif enable_thinking is defined and enable_thinking is false %}<think>\n\n</think>\n\n"
@@ -80,12 +84,12 @@ def build(out: Path) -> None:
 
     vocab = _byte_level()
     nl = _encode_piece("\n")
-    merges = [(nl, nl), (nl * 2, nl), (nl * 2, nl * 2)]
+    merges = [(nl, nl), (nl * 2, nl), (nl * 2, nl * 2), (nl * 2, nl * 3)]
     for a, b in merges:
         vocab.setdefault(a + b, len(vocab))
     reasoning = ["Let", " me", " think", " this", " through", ":"]
     reasoning += [f" step-{i}" for i in range(REASONING_STEPS - len(reasoning))]
-    pieces = [_encode_piece(t) for t in [*reasoning, *ANSWER, *TOOL_CALL, *NEVER_CLOSE]]
+    pieces = [_encode_piece(t) for t in [*reasoning, *ANSWER, *TOOL_CALL, *NEVER_CLOSE, *LOOP]]
     for piece in pieces:
         vocab.setdefault(piece, len(vocab))
     tok = Tokenizer(models.BPE(vocab=vocab, merges=merges))
@@ -100,13 +104,14 @@ def build(out: Path) -> None:
         return [ids[_encode_piece(t)] for t in texts]
 
     eos, think_end, tool_start = ids["<|im_end|>"], ids["</think>"], ids["<tool_call>"]
-    one, two, three, four = (ids[nl * n] for n in (1, 2, 3, 4))
+    one, two, three, four, five = (ids[nl * n] for n in (1, 2, 3, 4, 5))
     answer = seq(ANSWER)
     # each script: the token that starts it, then what follows each token
     scripts = [
         [one, *seq(reasoning), think_end, two, *answer, eos],  # thinking on (and resumed)
         [three, *seq(NEVER_CLOSE), eos],
         [four, tool_start, *seq(TOOL_CALL), ids["</tool_call>"], eos],
+        [five, *seq(LOOP), seq(LOOP)[0]],
     ]
     nxt: dict[int, int] = {}
     for script in scripts:

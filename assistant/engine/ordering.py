@@ -120,8 +120,12 @@ class PriorityProbe:
             if (seen.waiting or 0) >= 1:
                 break
         running = len(fillers) - 1
-        queued = [fillers.pop()]  # the last filler is already waiting: it is the oldest
-        queued += [self._start(10, 4) for _ in range(QUEUED - 1)]
+        # the last filler waits; it is not streamed, so its admission could not be seen:
+        # withdraw it, and queue streamed ones in its place
+        fillers.pop().task.cancel()  # type: ignore[union-attr]
+        if await self._until(lambda m: (m.waiting or 0) == 0) is None:
+            return self._inconclusive(fillers, running)
+        queued = [self._start(10, 4) for _ in range(QUEUED)]
         if await self._until(lambda m: (m.waiting or 0) >= QUEUED) is None:
             return self._inconclusive(fillers + queued, running)
         urgent = self._start(0, 4)
@@ -133,7 +137,9 @@ class PriorityProbe:
         admitted = await self._first_of([urgent, *queued])
         if admitted is None:
             return self._failed([urgent, *queued]) or Ordering(
-                None, "cannot confirm: no queued request was admitted after a sequence freed"
+                None,
+                "cannot confirm: no queued request was admitted after a sequence freed",
+                running,
             )
         if admitted.error:
             return self._failed([admitted])  # type: ignore[return-value]

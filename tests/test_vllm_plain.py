@@ -1,0 +1,126 @@
+"""A plain `vllm serve MODEL --reasoning-parser qwen3` (FCFS, no auto tool choice): what most
+users run. Every chat turn must work on it, and the doctor must say what is missing."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+
+import pytest
+
+from assistant.devtools.vllm_server import MAX_MODEL_LEN, VllmServer
+from assistant.engine.client import TOOLS_REFUSED, Engine, build_client
+from assistant.records import Message
+from assistant.settings import load_settings
+from tests.conftest import sim_settings
+from tests.test_cli import run
+from tests.vllm_proc import ANSWER, REASONING_START, holding, vllm
+
+pytestmark = pytest.mark.timeout(900)
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VllmServer]:
+    with vllm(tmp_path_factory.mktemp("vllm-plain"), "plain", max_num_seqs=4) as s:
+        yield s
+
+
+def _json(proc) -> dict:
+    lines = proc.stdout.strip().splitlines()
+    assert len(lines) == 1, (proc.stdout, proc.stderr)
+    return json.loads(lines[0])
+
+
+def test_a_chat_turn_works_although_tools_are_refused(server, tmp_path):
+    proc = run(["chat", "What is the capital of France?", "--json"], tmp_path, server.url)
+    assert proc.returncode == 0, proc.stderr
+    out = _json(proc)
+    assert out["error"] is None and out["reply"] == ANSWER
+    assert (out["lane"], out["finish_reason"]) == ("chat", "stop")
+    assert "refuses tools" in proc.stderr  # warned (the log), the turn itself clean
+
+
+async def test_tools_are_dropped_once_and_the_warning_given_once(server, settings):
+    s = sim_settings(settings, server.url)
+    engine = Engine(build_client(server.url, None), kind="vllm", model="tiny")
+    from assistant.routing.router import DELEGATE_TOOL
+
+    ask = [Message("user", "Hello there")]
+    for _ in range(2):
+        reply = await engine.complete(ask, s.chat, tools=[DELEGATE_TOOL])
+        assert reply.content == ANSWER and not reply.delegate_requested
+    assert engine.tools_ok is False
+    assert engine.warnings == [TOOLS_REFUSED]
+    await engine.client.close()
+
+
+def test_cue_and_classifier_still_route_without_the_tool(server, tmp_path):
+    cue = "think hard about the halting problem"
+    deep = _json(run(["chat", cue, "--json"], tmp_path, server.url))
+    assert deep["lane"] == "deep" and deep["reason"].startswith("cue")
+    assert deep["error"] is None and deep["reply"].strip() == ANSWER  # the CLI waits for it
+    chat = _json(run(["chat", "hi!", "--json"], tmp_path, server.url))
+    assert chat["lane"] == "chat" and chat["reply"] == ANSWER
+
+
+def test_doctor_says_what_the_plain_server_lacks(server, tmp_path):
+    proc = run(["doctor", "--json"], tmp_path, server.url)
+    assert proc.returncode == 0, proc.stderr
+    checks = {c["name"]: c for c in json.loads(proc.stdout)["checks"]}
+    assert checks["priority"]["ok"] is False, checks["priority"]
+    assert "ignored" in checks["priority"]["detail"]
+    assert "--scheduling-policy priority" in checks["priority"]["detail"]
+    assert checks["tools"]["ok"] is False
+    assert "--enable-auto-tool-choice" in checks["tools"]["detail"]
+    assert checks["reasoning field"]["ok"] is True
+    assert checks["thinking off"]["ok"] is True
+    assert checks["latency"]["ok"] is True, checks["latency"]
+    assert checks["prefix cache"]["ok"] is True  # on by default in vLLM 0.32
+
+
+def test_doctor_latency_fails_when_chat_waits_behind_full_sequences(server, tmp_path):
+    # all four sequences busy and FCFS: a chat request waits for one of them to end
+    with holding(server, 4):
+        proc = run(["doctor", "--json"], tmp_path, server.url)
+    checks = {c["name"]: c for c in json.loads(proc.stdout)["checks"]}
+    assert checks["latency"]["ok"] is False, checks["latency"]
+    assert "busy or slow" in checks["latency"]["detail"]
+
+
+def test_delegate_wait_with_thinking_fits_the_budget_and_keeps_reasoning(server, tmp_path):
+    # the deep lane's 32k budget plus the prompt exceeds max_model_len: vLLM would refuse it
+    # unless the app fitted the budget to the context the model list reports
+    proc = run(["delegate", "Explain entropy briefly.", "--wait", "--json"], tmp_path, server.url)
+    assert proc.returncode == 0, proc.stderr
+    job = _json(proc)
+    assert job["state"] == "done" and job["result"].strip() == ANSWER, job
+    assert job["reasoning_tokens"] > 300 and job["answer_tokens"] > 0
+    shown = _json(run(["jobs", "show", job["id"], "--json"], tmp_path, server.url))
+    assert shown["state"] == "done"
+    assert load_settings(env={}).deep.max_tokens + 64 > MAX_MODEL_LEN  # it would not fit
+
+
+def test_an_answer_that_is_all_reasoning_is_never_an_empty_success(server, tmp_path):
+    marked = "Explain entropy briefly. [[never-close]]"
+    proc = run(["chat", "--deep", marked, "--json"], tmp_path, server.url)
+    assert proc.returncode == 3, proc.stderr
+    out = _json(proc)
+    assert out["reply"] == "" and out["finish_reason"] == "stop"
+    assert "never closed its thinking" in out["error"]
+    job = _json(run(["delegate", marked, "--wait", "--json"], tmp_path, server.url))
+    assert job["state"] == "failed" and job["error"].startswith("no answer")
+    assert "all reasoning" in job["error"]
+
+
+async def test_thinking_streams_reasoning_then_the_answer(server, settings):
+    s = sim_settings(settings, server.url)
+    engine = Engine(build_client(server.url, None), kind="vllm", model="tiny")
+    try:
+        deep = await engine.complete([Message("user", "Why is the sky blue?")], s.deep)
+        chat = await engine.complete([Message("user", "Why is the sky blue?")], s.chat)
+    finally:
+        await engine.client.close()
+    assert deep.reasoning.startswith(REASONING_START) and deep.content.strip() == ANSWER
+    assert deep.finish_reason == "stop" and not deep.unanswered
+    assert engine.context == MAX_MODEL_LEN  # learnt from /v1/models
+    assert (chat.reasoning, chat.content) == ("", ANSWER)  # enable_thinking false honoured

@@ -1,0 +1,83 @@
+"""Real `vllm serve` processes for the real-vLLM tier: one per module, on the tiny scripted model.
+
+The model (`assistant.devtools.tiny_model`) follows a script, so replies are known: thinking
+off answers "The answer is ready."; thinking on reasons first ("Let me think this through: ...")
+and closes its thinking; markers in the request steer it ("[[delegate]]" calls the delegate
+tool, "[[never-close]]" reasons and stops without an answer, "[[long]]" never ends).
+Without vLLM (scripts/setup_vllm.sh makes .venv-vllm) these tests skip, and CI fails a skip.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from assistant.devtools.vllm_server import FLAGS, VllmMissing, VllmServer, run_vllm
+from assistant.metrics import EngineMetrics, parse_engine_metrics
+
+ANSWER = "The answer is ready."
+REASONING_START = "Let me think this through:"
+
+
+@contextlib.contextmanager
+def vllm(tmp: Path, flags: str | list[str], **kw) -> Iterator[VllmServer]:
+    try:
+        with run_vllm(tmp, FLAGS[flags] if isinstance(flags, str) else flags, **kw) as server:
+            yield server
+    except VllmMissing as e:
+        pytest.skip(str(e))
+
+
+def metrics(server: VllmServer) -> EngineMetrics:
+    return parse_engine_metrics(httpx.get(server.root + "/metrics", timeout=30).text)
+
+
+def wait_running(server: VllmServer, condition, timeout_s: float = 120.0) -> EngineMetrics:
+    """Poll the real /metrics until `condition(metrics)` holds (an event, not a fixed sleep)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        m = metrics(server)
+        if condition(m) or time.monotonic() > deadline:
+            return m
+        time.sleep(0.1)
+
+
+@contextlib.contextmanager
+def holding(server: VllmServer, n: int, tokens: int = 30000) -> Iterator[None]:
+    """`n` long streams that keep `n` of the engine's sequences busy; closed (and so aborted
+    by vLLM) when the block ends. Returns once the engine counts them."""
+    stop = threading.Event()
+    before = metrics(server)
+    base = (before.running or 0) + (before.waiting or 0)
+
+    def one() -> None:
+        body = {
+            "model": "tiny",
+            "messages": [{"role": "user", "content": "Count [[long]]"}],
+            "max_tokens": tokens,
+            "stream": True,
+            "priority": 10,
+        }
+        timeout = httpx.Timeout(None, connect=5)
+        url = server.url + "/chat/completions"
+        with httpx.stream("POST", url, json=body, timeout=timeout) as r:
+            for _ in r.iter_lines():
+                if stop.is_set():
+                    return
+
+    threads = [threading.Thread(target=one, daemon=True) for _ in range(n)]
+    for t in threads:
+        t.start()
+    try:
+        wait_running(server, lambda m: (m.running or 0) + (m.waiting or 0) >= base + n)
+        yield
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(timeout=60)
