@@ -180,7 +180,14 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
 def cmd_bench(args: argparse.Namespace, settings: Settings) -> int:
     from assistant.devtools.bench import run_bench
 
-    return run_bench(args.which, settings, as_json=args.json, rounds=args.rounds, live=args.live)
+    return run_bench(
+        args.which,
+        settings,
+        as_json=args.json,
+        rounds=args.rounds,
+        live=args.live,
+        vllm=args.vllm,
+    )
 
 
 def parser() -> argparse.ArgumentParser:
@@ -241,6 +248,11 @@ def parser() -> argparse.ArgumentParser:
         "--live",
         action="store_true",
         help="voice: also feed the recordings in real time through the hands-free path",
+    )
+    s.add_argument(
+        "--vllm",
+        action="store_true",
+        help="qos: on real vLLM servers (FCFS and priority; needs scripts/setup_vllm.sh)",
     )
     s.set_defaults(fn=cmd_bench)
     return p

@@ -36,6 +36,10 @@ CHAT_TTFT_OK_MS = 1500.0
 take 0.6-2.8 s in all on the reference deployment)."""
 
 
+PROBE_READ_S = 15.0
+"""The longest the doctor waits for a chunk of one probe."""
+
+
 async def _timed(engine: Engine, lane, messages, **kw) -> tuple[float, float | None, Reply]:
     """Total ms, time to first token (ms, None without a token) and the reply."""
     fold = Fold()
@@ -66,13 +70,15 @@ async def _checks(rt: Runtime) -> list[Check]:
         )
     )
     ask = [Message("user", "Say hello in five words.")]
-    probe_lane = replace(s.chat, max_tokens=32, retries=0)
+    # bounded probes: a busy or stalled engine is a finding, not a reason to wait minutes
+    probe_lane = replace(s.chat, max_tokens=32, retries=0, read_timeout_s=PROBE_READ_S)
+    think_lane = replace(
+        s.deep, max_tokens=256, retries=0, read_timeout_s=PROBE_READ_S, total_timeout_s=60.0
+    )
     try:
         checks.append(await _tools_check(engine, ask, probe_lane))
         checks.append(await _priority_check(rt))
-        think_ms, _, thought = await _timed(
-            engine, replace(s.deep, max_tokens=256, retries=0), ask, thinking=True
-        )
+        think_ms, _, thought = await _timed(engine, think_lane, ask, thinking=True)
         plain_ms, plain_ttft, plain = await _timed(engine, probe_lane, ask, thinking=False)
     except AssistantError as e:
         checks.append(Check("requests", False, str(e)))
@@ -176,7 +182,13 @@ async def _prefix_check(rt: Runtime, lane) -> Check:
     queries = (after.prefix_queries or 0) - (before.prefix_queries or 0)
     hits = (after.prefix_hits or 0) - (before.prefix_hits or 0)
     if queries <= 0:
-        return Check("prefix cache", None, "no prefix-cache queries counted")
+        # the engine has the counters but looked nothing up: its prefix cache is off
+        return Check(
+            "prefix cache",
+            False,
+            "no prefix-cache lookups counted for a repeated prefix: prefix caching looks off "
+            "(vLLM: drop --no-enable-prefix-caching); every turn pays the full prefill",
+        )
     rate = hits / queries
     return Check(
         "prefix cache",

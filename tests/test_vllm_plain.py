@@ -6,13 +6,16 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 
+import httpx
 import pytest
 
 from assistant.devtools.vllm_server import MAX_MODEL_LEN, VllmServer
 from assistant.engine.client import TOOLS_REFUSED, Engine, build_client
 from assistant.records import Message
+from assistant.routing.router import DELEGATE_TOOL
 from assistant.settings import load_settings
 from tests.conftest import sim_settings
+from tests.simengine_proc import run_simengine
 from tests.test_cli import run
 from tests.vllm_proc import ANSWER, REASONING_START, holding, vllm
 
@@ -43,8 +46,6 @@ def test_a_chat_turn_works_although_tools_are_refused(server, tmp_path):
 async def test_tools_are_dropped_once_and_the_warning_given_once(server, settings):
     s = sim_settings(settings, server.url)
     engine = Engine(build_client(server.url, None), kind="vllm", model="tiny")
-    from assistant.routing.router import DELEGATE_TOOL
-
     ask = [Message("user", "Hello there")]
     for _ in range(2):
         reply = await engine.complete(ask, s.chat, tools=[DELEGATE_TOOL])
@@ -124,3 +125,65 @@ async def test_thinking_streams_reasoning_then_the_answer(server, settings):
     assert deep.finish_reason == "stop" and not deep.unanswered
     assert engine.context == MAX_MODEL_LEN  # learnt from /v1/models
     assert (chat.reasoning, chat.content) == ("", ANSWER)  # enable_thinking false honoured
+
+
+# -- the simulator agrees with the real server where both apply ----------------------------
+
+
+def _sse(url: str, body: dict) -> tuple[int, list[dict], str]:
+    """Status, the JSON chunks of a streamed request, and the error text when refused."""
+    chunks: list[dict] = []
+    with httpx.stream("POST", url + "/chat/completions", json=body, timeout=120) as r:
+        if r.status_code != 200:
+            return r.status_code, [], r.read().decode()
+        for line in r.iter_lines():
+            if line.startswith("data: ") and line != "data: [DONE]":
+                chunks.append(json.loads(line[6:]))
+    return 200, chunks, ""
+
+
+def _shape(chunks: list[dict]) -> dict:
+    """What clients rely on in a stream, without the values that differ by model."""
+    deltas = [c["choices"][0]["delta"] for c in chunks if c.get("choices")]
+    text_keys = sorted({k for d in deltas for k, v in d.items() if k != "role" and v})
+    return {
+        "first_role": deltas[0].get("role") if deltas else None,
+        "text_keys": text_keys,
+        "finish": [c["choices"][0]["finish_reason"] for c in chunks
+                   if c.get("choices") and c["choices"][0].get("finish_reason")],
+        "usage_last": bool(chunks) and chunks[-1].get("choices") == []
+        and {"prompt_tokens", "completion_tokens", "total_tokens"} <= set(chunks[-1]["usage"]),
+    }
+
+
+@pytest.fixture(scope="module")
+def sim():
+    with run_simengine("--token-ms", "1", "--model", "tiny") as url:  # FCFS, no tool parser
+        yield url
+
+
+def test_the_simulator_agrees_with_vllm_where_both_apply(server, sim):
+    ask = [{"role": "user", "content": "Why is the sky blue?"}]
+    usage = {"stream_options": {"include_usage": True}}
+    cases = {
+        "thinking": {"chat_template_kwargs": {"enable_thinking": True}, **usage},
+        "no thinking": {"chat_template_kwargs": {"enable_thinking": False}, **usage},
+        "priority under FCFS": {"priority": 10, **usage},
+        "tools, auto": {"tools": [DELEGATE_TOOL], **usage},
+        "tools, none": {"tools": [DELEGATE_TOOL], "tool_choice": "none", **usage},
+    }
+    for name, extra in cases.items():
+        body = {"model": "tiny", "messages": ask, "max_tokens": 600, "stream": True, **extra}
+        real, simulated = _sse(server.url, body), _sse(sim, body)
+        assert real[0] == simulated[0], (name, real, simulated)
+        if real[0] != 200:
+            assert '"auto" tool choice requires' in real[2] and '"auto" tool choice' in simulated[2]
+            continue
+        assert _shape(real[1]) == _shape(simulated[1]), name
+    assert _shape(_sse(server.url, {"model": "tiny", "messages": ask, "stream": True,
+                                    "max_tokens": 600})[1])["text_keys"] == ["content", "reasoning"]
+    real_models = httpx.get(server.url + "/models").json()["data"][0]
+    sim_models = httpx.get(sim + "/models").json()["data"][0]
+    needed = {"id", "object", "created", "owned_by", "root", "parent", "max_model_len"}
+    assert needed <= set(real_models) and needed <= set(sim_models)
+    assert real_models["owned_by"] == sim_models["owned_by"] == "vllm"

@@ -10,9 +10,19 @@ from assistant.settings import Settings
 
 
 def run_bench(
-    which: str, settings: Settings, *, as_json: bool, rounds: int | None, live: bool = False
+    which: str,
+    settings: Settings,
+    *,
+    as_json: bool,
+    rounds: int | None,
+    live: bool = False,
+    vllm: bool = False,
 ) -> int:
-    if which == "qos":
+    if which == "qos" and vllm:
+        from assistant.devtools.qosbench_vllm import bench_qos_vllm
+
+        result = bench_qos_vllm(settings, rounds)
+    elif which == "qos":
         from assistant.devtools.qosbench import bench_qos
 
         result = bench_qos(settings, rounds)

@@ -179,6 +179,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--max-num-seqs", type=int, default=8)
     p.add_argument("--scratch", type=Path, default=Path("data/vllm-scratch"))
     args = p.parse_args(argv)
+    # SIGTERM must unwind through run_vllm's cleanup, or vLLM's processes outlive this one
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     with run_vllm(args.scratch, FLAGS[args.flags], max_num_seqs=args.max_num_seqs) as server:
         print(f"READY {server.url}", flush=True)
         with contextlib.suppress(KeyboardInterrupt):

@@ -133,7 +133,9 @@ class PriorityProbe:
             return self._inconclusive(fillers + queued, running)
         if any(s.first.is_set() for s in queued):
             return self._inconclusive(fillers + queued, running)
-        fillers[0].task.cancel()  # type: ignore[union-attr]  one sequence frees
+        if fillers:
+            fillers[0].task.cancel()  # type: ignore[union-attr]  one sequence frees
+        # else the engine was full before the probe began: wait for one of its own to end
         admitted = await self._first_of([urgent, *queued])
         if admitted is None:
             return self._failed([urgent, *queued]) or Ordering(

@@ -1,0 +1,103 @@
+"""The page on real vLLM, in a real Chromium: a typed turn, a spoken (push-to-talk) turn, the
+dashboard's prefix-cache figure from vLLM's own /metrics, and Stop closing the real request."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from assistant.devtools.vllm_server import VllmServer
+from tests.app_proc import CLI_SERVE, App, run_app
+from tests.test_browser import ARGS, CHROMIUM, RECORD_S, last_bot, mic_wav, tab  # noqa: F401
+from tests.vllm_proc import ANSWER, metrics, vllm, wait_running
+
+pytestmark = [
+    pytest.mark.timeout(900),
+    pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium"),
+]
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VllmServer]:
+    with vllm(tmp_path_factory.mktemp("vllm-page"), "all", max_num_seqs=4) as s:
+        yield s
+
+
+@pytest.fixture(scope="module")
+def app(server: VllmServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[App]:
+    with run_app(tmp_path_factory.mktemp("app"), server.url, entry=CLI_SERVE) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def page(app: App, mic_wav: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:  # noqa: F811
+    from playwright.sync_api import expect, sync_playwright
+
+    expect.set_options(timeout=90_000)
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch_persistent_context(
+            str(tmp_path_factory.mktemp("profile")),
+            executable_path=str(CHROMIUM),
+            headless=True,
+            args=[*ARGS, f"--use-file-for-fake-audio-capture={mic_wav}"],
+            viewport={"width": 1400, "height": 1250},
+        )
+        try:
+            tab_ = browser.new_page()
+            tab_.set_default_timeout(90_000)
+            tab_.goto(app.url)
+            yield tab_
+        finally:
+            browser.close()
+
+
+def test_a_typed_turn_is_answered(page):
+    from playwright.sync_api import expect
+
+    page.get_by_placeholder("Type a message").fill("What is the capital of France?")
+    page.get_by_role("button", name="Send", exact=True).click()
+    expect(last_bot(page)).to_contain_text(ANSWER)
+    expect(last_bot(page)).to_contain_text(re.compile(r"chat · .*ttft \d+ ms"))
+    expect(page.locator("#banner")).not_to_contain_text("unreachable")
+
+
+def test_a_spoken_turn_is_heard_and_answered(page):
+    from playwright.sync_api import expect
+
+    mic = page.locator("#mic")
+    mic.locator("button.record-button").click()
+    page.wait_for_timeout(RECORD_S * 1000)
+    mic.locator("button.stop-button").click()
+    heard = page.locator("#chatbot [data-testid=user]").last
+    expect(heard).to_contain_text("ask not what your country can do for you")
+    expect(last_bot(page)).to_contain_text(ANSWER)
+    expect(last_bot(page)).to_contain_text(re.compile(r"stt \d+ ms"))
+
+
+def test_stop_closes_the_real_request(page, server):
+    from playwright.sync_api import expect
+
+    page.get_by_placeholder("Type a message").fill("Keep talking please [[long]]")
+    page.get_by_role("button", name="Send", exact=True).click()
+    expect(last_bot(page)).to_contain_text("and so on and so on")
+    assert wait_running(server, lambda m: (m.running or 0) >= 1).running >= 1
+    page.get_by_role("button", name="Stop", exact=True).click()
+    idle = wait_running(server, lambda m: (m.running or 0) == 0)
+    assert idle.running == 0, "Stop left the request running in vLLM"
+
+
+def test_the_dashboard_shows_vllms_own_prefix_cache_figure(page, server):
+    from playwright.sync_api import expect
+
+    m = metrics(server)  # nothing else asks the engine now: its counters hold still
+    assert m.prefix_queries and m.prefix_hit_rate is not None
+    tab(page, "Dashboard")
+    panel = page.locator("#engine-panel")
+    expect(panel).to_contain_text("prefix cache hits")
+    # the page's figure is vLLM's own counters' ratio (hits / queries)
+    expect(panel).to_contain_text(f"{m.prefix_hit_rate:.0%}")
+    tab(page, "Chat")
