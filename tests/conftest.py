@@ -64,8 +64,10 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 @pytest.fixture(scope="session")
 def sim_url() -> Iterator[str]:
-    """A vLLM-like simulated engine (priority scheduling on) with four slots, fast tokens."""
-    with run_simengine("--slots", "4", "--token-ms", "2", "--priority-policy") as url:
+    """A vLLM-like simulated engine run as we recommend (priority scheduling, auto tool
+    choice) with four slots, fast tokens."""
+    flags = ("--slots", "4", "--token-ms", "2", "--priority-policy", "--auto-tool-choice")
+    with run_simengine(*flags) as url:
         yield url
 
 

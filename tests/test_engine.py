@@ -60,7 +60,7 @@ async def test_llamacpp_and_openai_kinds_send_no_vllm_fields(sim_url, settings):
 
 
 async def test_priority_rejected_falls_back_and_warns_once(settings):
-    with run_simengine("--token-ms", "1") as url:  # no --priority-policy: like plain vLLM
+    with run_simengine("--token-ms", "1", "--reject-priority") as url:  # vLLM before 0.32
         s = sim_settings(settings, url)
         engine = sim_engine(url)
         first = await engine.complete(ASK, s.deep)

@@ -17,7 +17,7 @@ import pytest
 from openai import AsyncOpenAI
 from prometheus_client.parser import text_string_to_metric_families
 
-from assistant.devtools.simengine import PRIORITY_MSG, REPLY
+from assistant.devtools.simengine import PRIORITY_MSG, REPLY, TOOLS_MSG
 from tests.simengine_proc import root_url, run_simengine, sim_requests, sim_reset
 
 MSG = [{"role": "user", "content": "hello there"}]
@@ -172,15 +172,37 @@ async def test_reasoning_only_when_thinking(sim: str) -> None:
     assert (joined(plain, "content"), finish(plain)) == (EXPECTED, "stop")
 
 
-async def test_priority_rejected_without_policy(client: AsyncOpenAI) -> None:
-    with pytest.raises(openai.BadRequestError) as err:
-        await client.chat.completions.create(
-            model="sim-model", messages=MSG, extra_body={"priority": 10}
-        )
-    assert err.value.status_code == 400
-    assert PRIORITY_MSG.format(p=10) in str(err.value)
+async def test_priority_accepted_and_ignored_without_policy(client: AsyncOpenAI) -> None:
+    # vLLM 0.32 (measured): a non-zero priority under FCFS is accepted, and means nothing
     ok = await client.chat.completions.create(
-        model="sim-model", messages=MSG, extra_body={"priority": 0}
+        model="sim-model", messages=MSG, extra_body={"priority": 10}
+    )
+    assert ok.choices[0].message.content == EXPECTED
+
+
+async def test_priority_rejected_by_older_vllm() -> None:
+    with run_simengine("--token-ms", "1", "--reject-priority") as url:
+        old = AsyncOpenAI(base_url=url, api_key="k", max_retries=0, timeout=10)
+        with pytest.raises(openai.BadRequestError) as err:
+            await old.chat.completions.create(
+                model="sim-model", messages=MSG, extra_body={"priority": 10}
+            )
+        assert err.value.status_code == 400
+        assert PRIORITY_MSG.format(p=10) in str(err.value)
+        ok = await old.chat.completions.create(
+            model="sim-model", messages=MSG, extra_body={"priority": 0}
+        )
+        assert ok.choices[0].message.content == EXPECTED
+        await old.close()
+
+
+async def test_tools_refused_without_auto_tool_choice(client: AsyncOpenAI) -> None:
+    tool = {"type": "function", "function": {"name": "delegate", "parameters": {}}}
+    with pytest.raises(openai.BadRequestError) as err:
+        await client.chat.completions.create(model="sim-model", messages=MSG, tools=[tool])
+    assert TOOLS_MSG in str(err.value)
+    ok = await client.chat.completions.create(
+        model="sim-model", messages=MSG, tools=[tool], tool_choice="none"
     )
     assert ok.choices[0].message.content == EXPECTED
 
@@ -309,7 +331,9 @@ async def test_stall_with_openai_timeout(client: AsyncOpenAI) -> None:
 
 async def test_tool_call_delegate(sim: str, client: AsyncOpenAI) -> None:
     msgs = [{"role": "user", "content": "SIMDELEGATE prove the lemma"}]
-    chunks, done = await raw_stream(sim, {"messages": msgs, "tools": [DELEGATE_TOOL]})
+    # tool_choice "required": this engine runs without auto tool choice, like plain vLLM
+    body = {"messages": msgs, "tools": [DELEGATE_TOOL], "tool_choice": "required"}
+    chunks, done = await raw_stream(sim, body)
     calls = [
         c["choices"][0]["delta"]["tool_calls"]
         for c in chunks
@@ -319,11 +343,14 @@ async def test_tool_call_delegate(sim: str, client: AsyncOpenAI) -> None:
     assert calls[0][0]["function"]["name"] == "delegate"
     assert json.loads(calls[0][0]["function"]["arguments"]) == {"task": "prove the lemma"}
     reply = await client.chat.completions.create(
-        model="sim-model", messages=msgs, tools=[DELEGATE_TOOL]
+        model="sim-model", messages=msgs, tools=[DELEGATE_TOOL], tool_choice="required"
     )
     call = reply.choices[0].message.tool_calls[0]
     assert call.function.name == "delegate" and reply.choices[0].finish_reason == "tool_calls"
-    plain, _ = await raw_stream(sim, {"tools": [DELEGATE_TOOL]})  # no trigger word: no call
+    no_call = {"tools": [DELEGATE_TOOL], "tool_choice": "auto"}
+    with pytest.raises(httpx.HTTPStatusError):  # refused: auto tool choice is off here
+        await raw_stream(sim, no_call)
+    plain, _ = await raw_stream(sim, {"tools": [DELEGATE_TOOL], "tool_choice": "none"})
     assert joined(plain, "content") == EXPECTED
 
 

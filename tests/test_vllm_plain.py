@@ -158,7 +158,8 @@ def _shape(chunks: list[dict]) -> dict:
 
 @pytest.fixture(scope="module")
 def sim():
-    with run_simengine("--token-ms", "1", "--model", "tiny") as url:  # FCFS, no tool parser
+    # FCFS, no tool parser, a template that thinks by default: like the plain server's model
+    with run_simengine("--token-ms", "1", "--model", "tiny", "--template-thinks") as url:
         yield url
 
 

@@ -32,6 +32,9 @@ class SimConfig:
     reasoning_field: str = "reasoning"  # vLLM's new name; "reasoning_content" is the old one
     reasoning_tokens: int = 24  # reasoning words before the answer when thinking
     thinking_efforts: tuple[str, ...] = ("high",)  # efforts that turn thinking on by default
+    # a request with neither enable_thinking nor an effort thinks, as a Qwen3/GLM chat template
+    # does on vLLM (measured on vLLM 0.32 with a Qwen3-style template)
+    template_thinks: bool = False
     answer_words: int = 0  # 0: one rendition of REPLY; N: REPLY repeated to exactly N words
     interrupt_on_new: bool = False  # llama.cpp-server-like: a new request cuts the running one
     fault: str = ""  # default fault for every request

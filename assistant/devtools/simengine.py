@@ -118,10 +118,11 @@ class SimEngine:
         cfg, users = self.cfg, [m for m in body["messages"] if m.get("role") == "user"]
         user = " ".join(text_of(users[-1].get("content")).split()) if users else ""
         kwargs = body.get("chat_template_kwargs") or {}
-        # An explicit enable_thinking wins; otherwise the effort decides (vLLM/GLM-like).
-        thinking = kwargs.get(
-            "enable_thinking", body.get("reasoning_effort") in cfg.thinking_efforts
-        )
+        # An explicit enable_thinking wins; otherwise the effort decides (vLLM/GLM-like); with
+        # neither, the chat template's default (Qwen3/GLM templates think: --template-thinks)
+        effort = body.get("reasoning_effort")
+        default = effort in cfg.thinking_efforts if effort else cfg.template_thinks
+        thinking = kwargs.get("enable_thinking", default)
         left = cfg.max_model_len - prompt
         budget = max(
             1, min(body.get("max_completion_tokens") or body.get("max_tokens") or left, left)
