@@ -45,8 +45,8 @@ def test_doctor_confirms_every_recommended_flag(server, tmp_path):
 
 
 def test_the_models_delegate_tool_turns_a_chat_turn_into_a_job(server, tmp_path):
-    proc = run(["chat", "Please look into this for me [[delegate]]", "--json"], tmp_path,
-               server.url)
+    # a greeting: cue and classifier both say chat, so only the model's own call can delegate
+    proc = run(["chat", "Hello there [[delegate]]", "--json"], tmp_path, server.url)
     out = _json(proc)
     assert proc.returncode == 0 and out["error"] is None, out
     assert (out["lane"], out["reason"]) == ("deep", "model asked to delegate")
