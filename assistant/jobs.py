@@ -22,6 +22,7 @@ from assistant.errors import AssistantError, Busy, EngineUnavailable
 from assistant.records import CRASHED, CUT, INCOMPLETE, INTERRUPTED, STALLED, Job, Reply
 from assistant.settings import Settings
 from assistant.store.db import Store
+from assistant.turns.guard import guarded
 from assistant.turns.prompt import Prompts
 
 log = logging.getLogger(__name__)
@@ -275,6 +276,8 @@ class JobWorker:
         remaining = max(256, job.budget - progress.tokens)
         fold = Fold(progress.reply)  # continues the answer kept so far
         stream = self.engine.stream(messages, lane, max_tokens=remaining)
+        secret = "\n".join(m.content for m in messages if m.role == "system")
+        stream = guarded(stream, secret) if secret else stream  # results never repeat it
         async with contextlib.aclosing(folded(stream, fold)) as events:
             async for ev in events:
                 if ev.kind == "finish":

@@ -14,7 +14,11 @@ so one process can serve many tests. Syntax `name[:arg[:tag]]`:
               carrying this exact fault string fail (a third `:tag` part keeps counters apart)
   reasoning_only                 reason until the budget ends: no content, finish "length"
   reasoning_only_when_thinking   the same only when thinking is on, else a normal answer
+  hold:K      K tokens, then nothing more until POST /sim/release (tests order events by it)
 Tests read what clients sent with GET /sim/requests and clear state with POST /sim/reset.
+
+Like a model with no defences, it obeys a request to reveal its system prompt or
+instructions: the reply then repeats the system message (what the app must not show).
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ import hashlib
 import itertools
 import json
 import logging
+import re
 import socket
 import time
 from collections import OrderedDict, deque
@@ -64,6 +69,9 @@ CONTEXT_MSG = (
     "Please reduce the length of the messages or completion."
 )
 JSON = [(b"content-type", b"application/json")]
+_ASKS_FOR_PROMPT = re.compile(
+    r"\b(?:reveal|repeat|print|show|tell me)\b.*\b(?:system prompt|instructions)\b", re.I
+)
 
 
 class SimEngine:
@@ -80,6 +88,7 @@ class SimEngine:
         self.running: set[Seq] = set()
         self.counters = dict.fromkeys(("prefix_queries", "prefix_hits", "prompt", "gen"), 0)
         self.ids = itertools.count(1)
+        self.released = asyncio.Event()  # POST /sim/release: held streams go on
 
     # -- prefix cache: every cumulative prefix of a conversation counts as cached KV --------
     def _hashes(self, messages: list[dict[str, Any]]) -> list[tuple[str, int]]:
@@ -125,6 +134,11 @@ class SimEngine:
         n_reason = min(budget, budget if exhaust else cfg.reasoning_tokens if thinking else 0)
         reason = (REASONING.split() * (n_reason // 10 + 1))[:n_reason]
         tool, answer = None, REPLY.format(t=user).split()
+        system = " ".join(
+            text_of(m.get("content")) for m in body["messages"] if m.get("role") == "system"
+        )
+        if system and _ASKS_FOR_PROMPT.search(user):
+            answer = ("Sure. My instructions say: " + system).split()
         if body.get("tools") and "SIMDELEGATE" in user:
             names = [t.get("function", {}).get("name") for t in body["tools"]]
             task = " ".join(user.replace("SIMDELEGATE", " ").split())
@@ -222,8 +236,8 @@ class SimEngine:
             await send(sse(base | {"choices": [choice]}))
 
         stop_at = -1  # the token index where a cut, stall or interrupt fault strikes
-        if fault in ("stall", "cut", "interrupt"):
-            stop_at = int(arg or (0 if fault == "stall" else cfg.cut_after))
+        if fault in ("stall", "cut", "interrupt", "hold"):
+            stop_at = int(arg or (0 if fault in ("stall", "hold") else cfg.cut_after))
         if stream:  # headers at once, like vLLM; the first chunk comes after prefill
             await send(start([(b"content-type", b"text/event-stream")]))
         await self.slots.acquire(priority)
@@ -243,7 +257,10 @@ class SimEngine:
             out: dict[str, list[str]] = {cfg.reasoning_field: [], "content": [], "tool": []}
             next_t = time.monotonic()
             for i, token in enumerate([*tokens, None]):
-                if i == stop_at or (token is None and stop_at > i):
+                if i == stop_at and fault == "hold":
+                    await self.released.wait()
+                    next_t = time.monotonic()
+                elif fault != "hold" and (i == stop_at or (token is None and stop_at > i)):
                     if fault == "cut":
                         raise Cut
                     if fault == "interrupt" and stream:
@@ -347,6 +364,10 @@ def build_app(config: SimConfig | None = None) -> Starlette:
         engine.reset()
         return JSONResponse({"ok": True})
 
+    async def sim_release(_: Request) -> Response:
+        engine.released.set()
+        return JSONResponse({"ok": True})
+
     routes = [
         Route("/v1/models", models),
         Route("/v1/chat/completions", engine, methods=["POST"]),  # an ASGI app, not a view
@@ -354,6 +375,7 @@ def build_app(config: SimConfig | None = None) -> Starlette:
         Route("/health", health),
         Route("/sim/requests", sim_requests),
         Route("/sim/reset", sim_reset, methods=["POST"]),
+        Route("/sim/release", sim_release, methods=["POST"]),
     ]
     if cfg.kind == "llamacpp":
         routes.append(Route("/props", props))
