@@ -114,8 +114,9 @@ async def guarded(
 
 
 def _flushed(guards: dict[str, PromptGuard]) -> list[StreamEvent]:
+    # only words: the space after a reply's last word is not worth an event of its own
     return [
         StreamEvent(kind, text=rest, tokens=0)  # type: ignore[arg-type]
         for kind, g in guards.items()
-        if (rest := g.flush())
+        if (rest := g.flush()).strip()
     ]
