@@ -14,7 +14,8 @@ so one process can serve many tests. Syntax `name[:arg[:tag]]`:
               carrying this exact fault string fail (a third `:tag` part keeps counters apart)
   reasoning_only                 reason until the budget ends: no content, finish "length"
   reasoning_only_when_thinking   the same only when thinking is on, else a normal answer
-  hold:K      K tokens, then nothing more until POST /sim/release (tests order events by it)
+  hold:K      K tokens, then nothing more until POST /sim/release (tests order events by it);
+              POST /sim/hold makes every request without a fault hold:0 until the release
 Tests read what clients sent with GET /sim/requests and clear state with POST /sim/reset.
 
 Like a model with no defences, it obeys a request to reveal its system prompt or
@@ -89,6 +90,7 @@ class SimEngine:
         self.counters = dict.fromkeys(("prefix_queries", "prefix_hits", "prompt", "gen"), 0)
         self.ids = itertools.count(1)
         self.released = asyncio.Event()  # POST /sim/release: held streams go on
+        self.holding = False  # POST /sim/hold: every request holds before its first token
 
     # -- prefix cache: every cumulative prefix of a conversation counts as cached KV --------
     def _hashes(self, messages: list[dict[str, Any]]) -> list[tuple[str, int]]:
@@ -169,6 +171,8 @@ class SimEngine:
         self.requests.append({"received_at": time.time(), "body": body, "headers": headers})
         spec = str(headers.get("x-sim-fault") or body.get("sim_fault") or self.cfg.fault)
         name, _, arg = spec.strip().lower().partition(":")
+        if not name and self.holding:
+            name, arg = "hold", "0"
         arg = arg.partition(":")[0]  # a third part is only a tag that keeps counters apart
         arg = arg if arg.isdigit() else ""
         priority = body.get("priority") or 0
@@ -366,6 +370,12 @@ def build_app(config: SimConfig | None = None) -> Starlette:
 
     async def sim_release(_: Request) -> Response:
         engine.released.set()
+        engine.holding = False
+        return JSONResponse({"ok": True})
+
+    async def sim_hold(_: Request) -> Response:
+        engine.released = asyncio.Event()
+        engine.holding = True
         return JSONResponse({"ok": True})
 
     routes = [
@@ -376,6 +386,7 @@ def build_app(config: SimConfig | None = None) -> Starlette:
         Route("/sim/requests", sim_requests),
         Route("/sim/reset", sim_reset, methods=["POST"]),
         Route("/sim/release", sim_release, methods=["POST"]),
+        Route("/sim/hold", sim_hold, methods=["POST"]),
     ]
     if cfg.kind == "llamacpp":
         routes.append(Route("/props", props))
