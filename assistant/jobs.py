@@ -22,7 +22,7 @@ from assistant.errors import AssistantError, Busy, EngineUnavailable
 from assistant.records import CRASHED, CUT, INCOMPLETE, INTERRUPTED, STALLED, Job, Reply
 from assistant.settings import Settings
 from assistant.store.db import Store
-from assistant.turns.guard import guarded
+from assistant.turns.guard import withhold
 from assistant.turns.prompt import Prompts
 
 log = logging.getLogger(__name__)
@@ -276,8 +276,6 @@ class JobWorker:
         remaining = max(256, job.budget - progress.tokens)
         fold = Fold(progress.reply)  # continues the answer kept so far
         stream = self.engine.stream(messages, lane, max_tokens=remaining)
-        secret = "\n".join(m.content for m in messages if m.role == "system")
-        stream = guarded(stream, secret) if secret else stream  # results never repeat it
         async with contextlib.aclosing(folded(stream, fold)) as events:
             async for ev in events:
                 if ev.kind == "finish":
@@ -299,8 +297,10 @@ class JobWorker:
             job.id,
             self.worker_id,
             LEASE_S,
-            result=progress.result,
-            reasoning=progress.reasoning,
+            # what is stored (and shown) never repeats the delegate prompt; the stream is
+            # not filtered as it runs, so a preempted job keeps every word it generated
+            result=withhold(progress.result, self.prompts.delegate),
+            reasoning=withhold(progress.reasoning, self.prompts.delegate),
             answer_tokens=progress.reply.content_tokens,
             reasoning_tokens=progress.reply.reasoning_tokens,
             elapsed_s=round(time.monotonic() - progress.started, 2),
@@ -311,8 +311,10 @@ class JobWorker:
             job.id,
             self.worker_id,
             state,
-            result=progress.result,
-            reasoning=progress.reasoning,
+            # what is stored (and shown) never repeats the delegate prompt; the stream is
+            # not filtered as it runs, so a preempted job keeps every word it generated
+            result=withhold(progress.result, self.prompts.delegate),
+            reasoning=withhold(progress.reasoning, self.prompts.delegate),
             answer_tokens=progress.reply.content_tokens,
             reasoning_tokens=progress.reply.reasoning_tokens,
             elapsed_s=round(time.monotonic() - progress.started, 2),

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from assistant.records import StreamEvent
-from assistant.turns.guard import WITHHELD, PromptGuard, guarded
+from assistant.turns.guard import WITHHELD, PromptGuard, guarded, withhold
 from assistant.turns.prompt import Prompts
 
 SYSTEM = Prompts.load().system
@@ -66,3 +66,10 @@ async def test_the_stream_keeps_every_event_and_its_tokens():
     assert reasoning == "I must not say:" + WITHHELD
     assert content == "Hello there friend."
     assert events[-1].kind == "finish"
+
+
+def test_a_stored_job_result_is_withheld_at_once():
+    delegate = Prompts.load().delegate
+    leaked = "Done. Note: " + delegate + " The report follows."
+    assert withhold(leaked, delegate) == "Done. Note:" + WITHHELD + " The report follows."
+    assert withhold("The report follows.", delegate) == "The report follows."

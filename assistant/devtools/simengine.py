@@ -30,11 +30,9 @@ import hashlib
 import itertools
 import json
 import logging
-import re
 import socket
 import time
 from collections import OrderedDict, deque
-from dataclasses import fields
 from typing import Any
 
 import uvicorn
@@ -45,11 +43,14 @@ from starlette.routing import Route
 from starlette.types import Message, Receive, Scope, Send
 
 from assistant.devtools.simcore import (
+    ASKS_FOR_PROMPT,
     Cut,
+    QuietCuts,
     Seq,
     SimConfig,
     Slots,
     error,
+    parse_args,
     part,
     sse,
     start,
@@ -70,9 +71,6 @@ CONTEXT_MSG = (
     "Please reduce the length of the messages or completion."
 )
 JSON = [(b"content-type", b"application/json")]
-_ASKS_FOR_PROMPT = re.compile(
-    r"\b(?:reveal|repeat|print|show|tell me)\b.*\b(?:system prompt|instructions)\b", re.I
-)
 
 
 class SimEngine:
@@ -139,7 +137,7 @@ class SimEngine:
         system = " ".join(
             text_of(m.get("content")) for m in body["messages"] if m.get("role") == "system"
         )
-        if system and _ASKS_FOR_PROMPT.search(user):
+        if system and ASKS_FOR_PROMPT.search(user):
             answer = ("Sure. My instructions say: " + system).split()
         if body.get("tools") and "SIMDELEGATE" in user:
             names = [t.get("function", {}).get("name") for t in body["tools"]]
@@ -395,37 +393,6 @@ def build_app(config: SimConfig | None = None) -> Starlette:
     return app
 
 
-class _QuietCuts(logging.Filter):
-    """A deliberate cut is the point of the simulator, not an error worth a log line."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return "without completing response" not in record.getMessage()
-
-
-def parse_args(argv: list[str] | None = None) -> tuple[argparse.Namespace, SimConfig]:
-    p = argparse.ArgumentParser(
-        prog="python -m assistant.devtools.simengine",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    choices = {"kind": ["vllm", "llamacpp"], "reasoning_field": ["reasoning", "reasoning_content"]}
-    p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=8000, help="0 picks a free port")
-    p.add_argument("--log-level", default="warning")
-    for f in fields(SimConfig):
-        flag, default = "--" + f.name.replace("_", "-"), f.default
-        if isinstance(default, bool):
-            p.add_argument(flag, action="store_true", default=default)
-        elif isinstance(default, tuple):
-            p.add_argument(flag, nargs="*", default=list(default))
-        else:
-            p.add_argument(flag, type=type(default), default=default, choices=choices.get(f.name))
-    args = p.parse_args(argv)
-    values = {f.name: getattr(args, f.name) for f in fields(SimConfig)}
-    values["thinking_efforts"] = tuple(values["thinking_efforts"])
-    return args, SimConfig(**values)
-
-
 class _Server(uvicorn.Server):
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         await super().startup(sockets=sockets)
@@ -437,7 +404,7 @@ async def serve(args: argparse.Namespace, config: SimConfig) -> None:
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((args.host, args.port))
-    logging.getLogger("uvicorn.error").addFilter(_QuietCuts())
+    logging.getLogger("uvicorn.error").addFilter(QuietCuts())
     # A short graceful timeout: stalled streams would otherwise hold SIGTERM for an hour.
     app = build_app(config)
     uconf = uvicorn.Config(app, log_level=args.log_level, timeout_graceful_shutdown=1)
@@ -445,7 +412,7 @@ async def serve(args: argparse.Namespace, config: SimConfig) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    args, config = parse_args(argv)
+    args, config = parse_args(argv, __doc__)
     asyncio.run(serve(args, config))
 
 

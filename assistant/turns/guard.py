@@ -66,8 +66,10 @@ class PromptGuard:
     def _word(self, piece: str) -> str:
         word = _norm(piece)
         if self._leak is not None:
+            if not word:  # a bullet or a dash inside the repeated text: still the leak
+                return ""
             window = (*self._leak[-(self.run - 1) :], word)
-            if word and window in self._grams:
+            if window in self._grams:
                 self._leak = list(window)
                 return ""
             self._leak = None
@@ -87,6 +89,12 @@ class PromptGuard:
             self.withheld += 1
             out.append(WITHHELD)
         return "".join(out)
+
+
+def withhold(text: str, secret: str, run: int = RUN_WORDS) -> str:
+    """`text` with its runs of `secret` withheld, all at once (a job's stored result)."""
+    guard = PromptGuard(secret, run)
+    return guard.feed(text) + guard.flush()
 
 
 async def guarded(
