@@ -22,6 +22,7 @@ from assistant.errors import AssistantError, Busy, EngineUnavailable
 from assistant.records import CRASHED, CUT, INCOMPLETE, INTERRUPTED, STALLED, Job, Reply
 from assistant.settings import Settings
 from assistant.store.db import Store
+from assistant.turns.guard import withhold
 from assistant.turns.prompt import Prompts
 
 log = logging.getLogger(__name__)
@@ -309,8 +310,10 @@ class JobWorker:
             job.id,
             self.worker_id,
             LEASE_S,
-            result=progress.result,
-            reasoning=progress.reasoning,
+            # what is stored (and shown) never repeats the delegate prompt; the stream is
+            # not filtered as it runs, so a preempted job keeps every word it generated
+            result=withhold(progress.result, self.prompts.delegate),
+            reasoning=withhold(progress.reasoning, self.prompts.delegate),
             answer_tokens=progress.reply.content_tokens,
             reasoning_tokens=progress.reply.reasoning_tokens,
             elapsed_s=round(time.monotonic() - progress.started, 2),
@@ -321,8 +324,10 @@ class JobWorker:
             job.id,
             self.worker_id,
             state,
-            result=progress.result,
-            reasoning=progress.reasoning,
+            # what is stored (and shown) never repeats the delegate prompt; the stream is
+            # not filtered as it runs, so a preempted job keeps every word it generated
+            result=withhold(progress.result, self.prompts.delegate),
+            reasoning=withhold(progress.reasoning, self.prompts.delegate),
             answer_tokens=progress.reply.content_tokens,
             reasoning_tokens=progress.reply.reasoning_tokens,
             elapsed_s=round(time.monotonic() - progress.started, 2),

@@ -1,13 +1,42 @@
-"""Summaries of latency samples: one percentile definition for the benchmarks and the page."""
+"""Summaries of latency samples: one percentile definition for the benchmarks and the page.
+
+Nearest rank: the q-quantile of n samples is the ceil(q * n)-th smallest (1-based), so it is
+always one of the samples, the p95 of 12 samples is the worst one (rank 12), and the p50 of
+an even count is the lower middle one. Rounding on q * (n - 1) instead, as this module once
+did, dropped the worst sample from a p95 at n=12 and let p50 jump between neighbours.
+"""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
+
+_EPS = 1e-9
+"""q * n in floating point: 0.95 * 20 must be rank 19, not 20 (0.95 is a little over)."""
+
+
+def rank(n: int, q: float) -> int:
+    """The 1-based nearest rank of the q-quantile among n samples (n >= 1)."""
+    if not 0.0 <= q <= 1.0:
+        raise ValueError(f"a quantile is between 0 and 1, not {q}")
+    return min(n, max(1, math.ceil(q * n - _EPS)))
 
 
 def percentile(values: Sequence[float], q: float) -> float:
-    """The q-quantile (0..1) by nearest rank; 0.0 for no samples."""
+    """The q-quantile (0..1) by nearest rank, ceil(q * n); 0.0 for no samples."""
     if not values:
         return 0.0
     ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
+    return ordered[rank(len(ordered), q) - 1]
+
+
+def summary(values: Sequence[float], digits: int = 1) -> dict[str, float | int | None]:
+    """{"n", "p50_ms", "p95_ms"} of millisecond samples, as every benchmark reports them: a
+    percentile means little without its n. None for no samples, never a made-up 0."""
+    if not values:
+        return {"n": 0, "p50_ms": None, "p95_ms": None}
+    return {
+        "n": len(values),
+        "p50_ms": round(percentile(values, 0.5), digits),
+        "p95_ms": round(percentile(values, 0.95), digits),
+    }

@@ -1,15 +1,18 @@
-"""Route the typed and the spoken dev sets and print accuracy and deep recall side by side.
+"""Route the typed and spoken dev sets and the spoken evaluation set; print accuracy and deep
+recall side by side, each with its n.
 
     .venv/bin/python scripts/eval_router.py [--typed ../shared/routing/dev.jsonl]
-        [--spoken assistant/routing/spoken_dev.jsonl] [--errors] [--json]
+        [--spoken assistant/routing/spoken_dev.jsonl]
+        [--eval assistant/routing/spoken_eval.jsonl] [--errors] [--json]
 
 Two routers are scored, both through `Router.decide` (cues first, then the classifier):
-- shipped: the head in `assistant/data/router_head.npz`. It was fitted on the typed dev set
-  too (see train_router.py), so its typed figure is not a held-out one;
-- held out: a head fitted the same way on the training sets alone, so neither dev set is
-  seen and the two columns compare like with like.
+- shipped: the head in `assistant/data/router_head.npz`, fitted on the training sets alone
+  (unless it was trained --with-dev: its meta names the files, see train_router.py);
+- held out: a head fitted the same way on the training sets alone, so no evaluated line has
+  been seen, whatever the shipped head was fitted on.
 Spoken requests route as well as typed ones when, for each router, the spoken accuracy and
-deep recall are at least the typed ones.
+deep recall are at least the typed ones. The spoken evaluation set is the one written by
+other rules than the normaliser's (different fillers, run-on questions, one-word answers).
 """
 
 from __future__ import annotations
@@ -26,9 +29,15 @@ import numpy as np
 from assistant.routing.router import Router, embed, load_examples
 
 try:
-    from scripts.train_router import SPOKEN_DEV, TYPED_DEV, fit_head, training_set
+    from scripts.train_router import SPOKEN_DEV, SPOKEN_EVAL, TYPED_DEV, fit_head, training_set
 except ModuleNotFoundError:  # run as a file, so scripts/ itself is on the path
-    from train_router import SPOKEN_DEV, TYPED_DEV, fit_head, training_set  # type: ignore
+    from train_router import (  # type: ignore
+        SPOKEN_DEV,
+        SPOKEN_EVAL,
+        TYPED_DEV,
+        fit_head,
+        training_set,
+    )
 
 
 @dataclass(frozen=True)
@@ -71,14 +80,22 @@ def held_out_router(router: Router) -> Router:
 
 
 def evaluate(
-    typed: Path = TYPED_DEV, spoken: Path = SPOKEN_DEV, *, held_out: bool = True
+    typed: Path = TYPED_DEV,
+    spoken: Path = SPOKEN_DEV,
+    spoken_eval: Path = SPOKEN_EVAL,
+    *,
+    held_out: bool = True,
 ) -> dict[str, dict[str, Score]]:
-    """{router name: {"typed": Score, "spoken": Score}}."""
+    """{router name: {"typed": Score, "spoken": Score, "spoken eval": Score}}."""
     shipped = Router.load().warm()
     routers = {"shipped": shipped}
     if held_out:
         routers["held out"] = held_out_router(shipped)
-    sets = {"typed": load_examples(typed), "spoken": load_examples(spoken)}
+    sets = {
+        "typed": load_examples(typed),
+        "spoken": load_examples(spoken),
+        "spoken eval": load_examples(spoken_eval),
+    }
     return {name: {kind: score(r, *sets[kind]) for kind in sets} for name, r in routers.items()}
 
 
@@ -86,23 +103,24 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--typed", type=Path, default=TYPED_DEV)
     ap.add_argument("--spoken", type=Path, default=SPOKEN_DEV)
+    ap.add_argument("--eval", type=Path, default=SPOKEN_EVAL)
     ap.add_argument("--errors", action="store_true", help="list the misrouted requests")
     ap.add_argument("--json", action="store_true", help="one JSON object on stdout")
     args = ap.parse_args(argv)
-    for path in (args.typed, args.spoken):
+    for path in (args.typed, args.spoken, args.eval):
         if not path.is_file():
             print(f"error: no dev set at {path}", file=sys.stderr)
             return 1
 
-    results = evaluate(args.typed, args.spoken)
+    results = evaluate(args.typed, args.spoken, args.eval)
     if args.json:
         print(json.dumps({k: {s: asdict(v) for s, v in r.items()} for k, r in results.items()}))
         return 0
-    print(f"{'router':<10} {'set':<7} {'n':>4} {'accuracy':>9} {'deep recall':>12} {'by cue':>7}")
+    print(f"{'router':<10} {'set':<11} {'n':>4} {'accuracy':>9} {'deep recall':>12} {'by cue':>7}")
     for name, sets in results.items():
         for kind, s in sets.items():
             print(
-                f"{name:<10} {kind:<7} {s.n:>4} {s.accuracy:>9.3f} {s.deep_recall:>12.3f}"
+                f"{name:<10} {kind:<11} {s.n:>4} {s.accuracy:>9.3f} {s.deep_recall:>12.3f}"
                 f" {s.by_cue:>7}"
             )
             for m in s.misses if args.errors else ():

@@ -1,15 +1,20 @@
 """Train the router's classifier head and report how well it generalizes.
 
-    .venv/bin/python scripts/train_router.py [--dev ../shared/routing/dev.jsonl] [--train-only]
+    .venv/bin/python scripts/train_router.py [--dev ../shared/routing/dev.jsonl] [--with-dev]
 
 Embeds `assistant/data/router_train.jsonl` plus the spoken-style examples in
 `assistant/routing/spoken_train.jsonl` with MiniLM, picks the ridge strength and the deep
 threshold by cross-validation on that training set alone, reports cross-validated and
-held-out figures, then fits the shipped head (`assistant/data/router_head.npz`) on the
-training set plus the typed dev set (unless --train-only). The spoken dev set
-(`assistant/routing/spoken_dev.jsonl`) is never trained on: it is how `scripts/eval_router.py`
-checks that spoken requests route as well as typed ones, so a training line that repeats
-one of its lines stops the run. Deterministic: same data, same head.
+held-out figures, then fits the shipped head (`assistant/data/router_head.npz`) on the same
+training set (with --with-dev, on the typed dev set too). The head records the SHA-256 of
+every file it was fitted on, and tests/test_router.py checks them against the files.
+
+Held out of every head: the spoken dev set (`assistant/routing/spoken_dev.jsonl`) and the
+spoken evaluation set (`assistant/routing/spoken_eval.jsonl`, written by other rules than
+the normaliser's: see tests/test_router_spoken.py); without --with-dev, the typed dev set too.
+A training line that repeats one of their lines, or nearly does once both are normalised the
+way the router normalises them (see `twins`), stops the run. Deterministic: same data, same
+head.
 """
 
 from __future__ import annotations
@@ -17,19 +22,25 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import os
+import re
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
 from assistant.routing.embedder import MiniLM
-from assistant.routing.router import Head, embed, load_examples
+from assistant.routing.router import Head, embed, load_examples, routed_text
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "assistant" / "data"
 SPOKEN_TRAIN = ROOT / "assistant" / "routing" / "spoken_train.jsonl"
 SPOKEN_DEV = ROOT / "assistant" / "routing" / "spoken_dev.jsonl"
+SPOKEN_EVAL = ROOT / "assistant" / "routing" / "spoken_eval.jsonl"
 TYPED_DEV = ROOT.parent / "shared" / "routing" / "dev.jsonl"
+HELD_OUT = (SPOKEN_DEV, SPOKEN_EVAL)
+"""Never trained on, by any head: what the spoken figures are measured on."""
 L2_GRID = (0.03, 0.1, 0.3, 1.0)
 THRESHOLD_GRID = (0.25, 0.3, 0.35, 0.4, 0.45, 0.5)
 MIN_DEEP_RECALL = 0.99
@@ -59,7 +70,7 @@ def fit_head(x: np.ndarray, deep: np.ndarray, *, l2: float, threshold: float) ->
     return Head(w[:-1].astype(np.float32), float(w[-1] - shift), l2, threshold)
 
 
-def save_head(head: Head, path: Path, **meta: str) -> None:
+def save_head(head: Head, path: Path, meta: dict) -> None:
     np.savez(
         path,
         weights=head.weights,
@@ -161,17 +172,73 @@ def _training_set(train: Path, spoken: Path | None) -> tuple[list[str], np.ndarr
     return texts, deep, said
 
 
-def _key(text: str) -> str:
-    return " ".join(text.lower().split()).rstrip("?.!")
+NEAR_OVERLAP = 0.75
+"""Word-set overlap (Jaccard) from which two requests count as twins. Compared after the
+router's own normalisation: "um what does NASA actually stand for" and "What does NASA stand
+for?" share 5 of 6 words (0.83), "so what's the plural of octopus" and "What's the plural of
+octopus?" are one line (1.0). Two questions on one template ("the freezing point of water in
+Fahrenheit" and "... in Kelvin", 0.78) embed nearly alike, so they count as twins too."""
 
 
-def check_held_out(trained: list[str], held_out: Path = SPOKEN_DEV) -> None:
-    """Stop when a line of the held-out spoken dev set is among the training texts."""
-    if not held_out.is_file():
-        return
-    leaked = {_key(t) for t in trained} & {_key(t) for t in load_examples(held_out)[0]}
-    if leaked:
-        raise SystemExit(f"{held_out.name} must stay held out; trained on: {sorted(leaked)[:3]}")
+def words(text: str) -> frozenset[str]:
+    """The words the classifier reads of `text`, after the router's normalisation."""
+    return frozenset(re.findall(r"[\w']+", routed_text(text).lower()))
+
+
+def overlap(a: frozenset[str], b: frozenset[str]) -> float:
+    """Jaccard overlap of two word sets (1.0 for two empty ones)."""
+    union = a | b
+    return len(a & b) / len(union) if union else 1.0
+
+
+def twins(
+    trained: Sequence[str], held_out: Sequence[str], near: float = NEAR_OVERLAP
+) -> list[tuple[str, str, float]]:
+    """(held-out line, training line, overlap) for every held-out line that a training line
+    repeats or nearly repeats once both are normalised, the closest training line each."""
+    seen = [(t, words(t)) for t in trained]
+    index: dict[str, list[int]] = {}
+    for i, (_, w) in enumerate(seen):
+        for word in w:
+            index.setdefault(word, []).append(i)
+    found = []
+    for line in held_out:
+        w = words(line)
+        candidates = {i for word in w for i in index.get(word, ())}
+        if not w:
+            candidates = {i for i, (_, tw) in enumerate(seen) if not tw}
+        best = max(((overlap(w, seen[i][1]), seen[i][0]) for i in candidates), default=None)
+        if best is not None and best[0] >= near:
+            found.append((line, best[1], round(best[0], 2)))
+    return found
+
+
+def check_held_out(trained: Sequence[str], held_out: Sequence[Path] = HELD_OUT) -> None:
+    """Stop when a line of a held-out set is, or nearly is, among the training texts."""
+    for path in held_out:
+        if not path.is_file():
+            continue
+        leaked = twins(trained, load_examples(path)[0])
+        if leaked:
+            shown = "; ".join(f"{a!r} ~ {b!r} ({o})" for a, b, o in leaked[:3])
+            raise SystemExit(
+                f"{path.name} must stay held out; {len(leaked)} lines trained on: {shown}"
+            )
+
+
+def digests(paths: Sequence[Path]) -> dict[str, str]:
+    """{path relative to the repository: SHA-256 of the file} for the files a head was fitted
+    on; the shipped head carries it, and a test recomputes it."""
+    return {
+        os.path.relpath(os.path.abspath(p), ROOT): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in paths
+    }
+
+
+def head_meta(path: Path = DATA / "router_head.npz") -> dict:
+    """What a saved head says it was fitted on (see `main`)."""
+    with np.load(path) as z:
+        return json.loads(str(z["meta"]))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -179,48 +246,49 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--train", type=Path, default=DATA / "router_train.jsonl")
     ap.add_argument("--spoken-train", type=Path, default=SPOKEN_TRAIN)
     ap.add_argument("--dev", type=Path, default=TYPED_DEV)
-    ap.add_argument("--train-only", action="store_true", help="fit the shipped head without dev")
+    ap.add_argument("--with-dev", action="store_true", help="fit the head on the typed dev set too")
     ap.add_argument("--out", type=Path, default=DATA / "router_head.npz")
     args = ap.parse_args(argv)
 
     encoder = MiniLM.load()
     texts, deep, spoken = _training_set(args.train, args.spoken_train)
-    check_held_out(texts + (load_examples(args.dev)[0] if args.dev.is_file() else []))
+    dev_texts, dev_deep = load_examples(args.dev) if args.dev.is_file() else ([], deep[:0])
+    # the typed dev set is held out too unless it is fitted on
+    check_held_out(texts + (dev_texts if args.with_dev else []))
+    if not args.with_dev:
+        check_held_out(texts, (args.dev,))
     x = embed(encoder, texts)
     print(f"training set: {len(texts)} ({int(deep.sum())} deep, {int(spoken.sum())} spoken)")
     l2, threshold = choose(x, deep, spoken)
     print(f"chosen: l2={l2}, threshold={threshold}")
     pred, per_fold = cross_validate(x, deep, k=10, l2=l2, threshold=threshold)
     show("train, 10-fold CV", pred, deep, per_fold)
+    train_only = fit_head(x, deep, l2=l2, threshold=threshold)
     fit_x, fit_y = x, deep
-    if args.dev.is_file():
-        dev_texts, dev_deep = load_examples(args.dev)
-        dx = embed(encoder, dev_texts)
-        train_only = fit_head(x, deep, l2=l2, threshold=threshold)
-        show("dev, held out (train-only head)", train_only.p_deep(dx) >= 0.5, dev_deep)
-        pred, per_fold = cross_validate(
-            dx, dev_deep, k=5, l2=l2, threshold=threshold, always=(x, deep)
-        )
-        show("dev, 5-fold CV (train + other dev folds)", pred, dev_deep, per_fold)
-        both_x, both_y = np.vstack([x, dx]), np.concatenate([deep, dev_deep])
-        pred, per_fold = cross_validate(both_x, both_y, k=10, l2=l2, threshold=threshold)
-        show("train+dev, 10-fold CV", pred, both_y, per_fold)
-        if not args.train_only:
-            fit_x, fit_y = both_x, both_y
-    else:
-        print(f"no dev set at {args.dev}: held-out figures skipped", file=sys.stderr)
-    if SPOKEN_DEV.is_file():
-        sd_texts, sd_deep = load_examples(SPOKEN_DEV)
-        sdx = embed(encoder, sd_texts)
-        train_only = fit_head(x, deep, l2=l2, threshold=threshold)
-        show("spoken dev, held out (train-only head)", train_only.p_deep(sdx) >= 0.5, sd_deep)
-        shipped = fit_head(fit_x, fit_y, l2=l2, threshold=threshold)
-        show("spoken dev, held out (shipped head)", shipped.p_deep(sdx) >= 0.5, sd_deep)
-    head = fit_head(fit_x, fit_y, l2=l2, threshold=threshold)
     sources = [args.train] + ([args.spoken_train] if args.spoken_train.is_file() else [])
-    digest = hashlib.sha256(b"".join(p.read_bytes() for p in sources)).hexdigest()[:16]
-    save_head(head, args.out, train_sha256=digest, examples=str(len(fit_y)))
-    print(f"wrote {args.out} ({len(fit_y)} examples)")
+    if dev_texts:
+        dx = embed(encoder, dev_texts)
+        show("typed dev, held out (train-only head)", train_only.p_deep(dx) >= 0.5, dev_deep)
+        if args.with_dev:
+            fit_x, fit_y = np.vstack([x, dx]), np.concatenate([deep, dev_deep])
+            sources.append(args.dev)
+    else:
+        print(f"no dev set at {args.dev}: its figures are skipped", file=sys.stderr)
+    head = fit_head(fit_x, fit_y, l2=l2, threshold=threshold)
+    for path in HELD_OUT:
+        if path.is_file():
+            h_texts, h_deep = load_examples(path)
+            hx = embed(encoder, h_texts)
+            show(
+                f"{path.stem}, held out (train-only head, no cues)",
+                train_only.p_deep(hx) >= 0.5,
+                h_deep,
+            )
+            if args.with_dev:
+                show(f"{path.stem}, held out (this head, no cues)", head.p_deep(hx) >= 0.5, h_deep)
+    meta = {"trained_on": digests(sources), "examples": len(fit_y), "l2": l2}
+    save_head(head, args.out, meta | {"threshold": threshold})
+    print(f"wrote {args.out} ({len(fit_y)} examples from {', '.join(meta['trained_on'])})")
     return 0
 
 

@@ -57,7 +57,14 @@ class TTS:
 
 
 class Sentences(FakeEngine):
-    """Words grouped in sentences, so there is something to speak early."""
+    """Words grouped in sentences, so there is something to speak early. With `until`, the
+    answer stops after its first sentence until that event is set (the test sets it when the
+    first audio arrives), so "speech starts before the answer ends" is decided by the order
+    of events, not by how fast a busy machine runs the speech thread."""
+
+    def __init__(self, *args, until: asyncio.Event | None = None, **kw):
+        super().__init__(*args, **kw)
+        self.until = until
 
     async def stream(self, messages, lane, **kw):  # type: ignore[override]
         async with contextlib.aclosing(super().stream(messages, lane, **kw)) as events:
@@ -65,6 +72,11 @@ class Sentences(FakeEngine):
                 if ev.kind == "content":
                     n = int(ev.text.strip()[1:])
                     yield replace(ev, text=ev.text.strip() + (". " if n % 5 == 4 else " "))
+                    if n == 4 and self.until is not None:
+                        # a pipeline that speaks only after the answer never sets it: then
+                        # the answer goes on after the wait, and the order check fails
+                        with contextlib.suppress(TimeoutError):
+                            await asyncio.wait_for(self.until.wait(), 30)
                 else:
                     yield ev
 
@@ -104,11 +116,17 @@ async def test_a_typed_turn_is_stored_and_reported_once_with_its_timings(setting
 
 
 async def test_speech_starts_while_the_answer_is_still_generated(settings):
-    pipeline, store = _pipeline(settings)
+    heard = asyncio.Event()
+    pipeline, store = _pipeline(settings, engine=Sentences(words=20, token_s=0.01, until=heard))
     cid = store.new_conversation("ann")
     tts = TTS()
     request = TurnRequest(text="hello", conversation_id=cid, speak=True)
-    events = await _events(pipeline.stream(request, tts=tts))
+    events: list[TurnEvent] = []
+    async with contextlib.aclosing(pipeline.stream(request, tts=tts)) as stream:
+        async for e in stream:
+            events.append(e)
+            if e.kind == "audio":
+                heard.set()
     kinds = [e.kind for e in events]
     first_audio = kinds.index("audio")
     last_content = len(kinds) - 1 - kinds[::-1].index("content")

@@ -26,7 +26,15 @@ from assistant.routing.router import (
     load_examples,
     match_cue,
 )
-from scripts.train_router import fit_head, stratified_folds
+from scripts.train_router import (
+    ROOT,
+    digests,
+    fit_head,
+    head_meta,
+    stratified_folds,
+    training_set,
+    twins,
+)
 
 DEV = Path(__file__).resolve().parents[2] / "shared" / "routing" / "dev.jsonl"
 CLASSIFIER_REASON = re.compile(r"^classifier (0\.\d\d|1\.00)$")
@@ -40,7 +48,7 @@ def router() -> Router:
 @pytest.fixture(scope="module")
 def data(router: Router) -> dict[str, np.ndarray]:
     assert DEV.is_file(), f"the routing dev set is missing: {DEV}"
-    texts, deep = load_examples()
+    texts, deep = training_set()  # what the shipped head is fitted on: typed and spoken
     dev_texts, dev_deep = load_examples(DEV)
     return {
         "x": embed(router.encoder, texts),
@@ -197,10 +205,45 @@ def test_training_set_cross_validated(data: dict[str, np.ndarray], router: Route
 
 
 def test_training_set_does_not_contain_dev_lines():
-    train = {t.lower().strip() for t in load_examples()[0]}
-    dev = {t.lower().strip() for t in load_examples(DEV)[0]}
-    assert not train & dev
+    train = training_set()[0]
     assert len(train) >= 600
+    # compared as the router reads them, near twins included (see train_router.twins)
+    assert not twins(train, load_examples(DEV)[0])
+
+
+# --- the shipped head ---------------------------------------------------------------------
+
+
+def test_shipped_head_names_the_data_it_was_fitted_on():
+    """The head carries the SHA-256 of every file it was fitted on: data changed without
+    retraining (or a head trained on other data) fails here."""
+    meta = head_meta()
+    files = [ROOT / name for name in meta["trained_on"]]
+    assert digests(files) == meta["trained_on"], "retrain: scripts/train_router.py"
+    assert meta["examples"] == sum(len(load_examples(f)[0]) for f in files)
+    head = Router.load().head
+    assert (meta["l2"], meta["threshold"]) == (head.l2, head.threshold)
+    # fitted on the training sets alone: the dev sets' figures are held-out figures
+    assert set(meta["trained_on"]) == {
+        "assistant/data/router_train.jsonl",
+        "assistant/routing/spoken_train.jsonl",
+    }
+
+
+def test_shipped_head_is_the_one_its_data_gives(data: dict[str, np.ndarray], router: Router):
+    """Refitting on the named data with the head's own settings gives the shipped weights
+    (training is deterministic), so the figures measured on refitted heads are its figures."""
+    head = fit_head(data["x"], data["y"], l2=router.head.l2, threshold=router.head.threshold)
+    np.testing.assert_allclose(head.weights, router.head.weights, atol=1e-4)
+    assert head.bias == pytest.approx(router.head.bias, abs=1e-4)
+    p = router.head.p_deep(data["dx"])
+    assert np.array_equal(p >= 0.5, head.p_deep(data["dx"]) >= 0.5)
+
+
+def test_shipped_head_on_the_dev_set(data: dict[str, np.ndarray], router: Router):
+    accuracy, recall = _scores(router.head.p_deep(data["dx"]) >= 0.5, data["dy"])
+    print(f"\nshipped head on dev: accuracy {accuracy:.3f}, deep recall {recall:.3f}")
+    assert accuracy >= 0.98 and recall == 1.0
 
 
 def test_decision_latency_is_measured(router: Router):

@@ -1,9 +1,13 @@
 """Spoken requests route as well as typed ones.
 
 The spoken dev set (`assistant/routing/spoken_dev.jsonl`) is written the way Whisper
-transcribes speech: no final punctuation, fillers, false starts, numbers in words. It is
-held out of all training. The router's accuracy and deep recall on it must be at least
-those on the typed dev set, for the shipped head and for a head that saw neither dev set.
+transcribes speech: no final punctuation, fillers, false starts, numbers in words. It was
+written beside the normaliser, so it cannot show how the router copes with speech the
+normaliser was not built for. The spoken evaluation set (`assistant/routing/spoken_eval.jsonl`)
+can: its lines were written by other rules (hesitations the normaliser does not know, long
+run-on requests with no punctuation, one-word answers, numbers in words), none of them in any
+other file of the project, and no cue or rule was written for them. Both are held out of all
+training: no training line repeats or nearly repeats one of their lines once normalised.
 
 The normaliser tests are fast; those marked `model` run the real MiniLM encoder and the
 shipped head, as tests/test_router.py does.
@@ -11,19 +15,35 @@ shipped head, as tests/test_router.py does.
 
 from __future__ import annotations
 
-import time
+import json
+import re
+import threading
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from assistant.routing.router import Router, embed, load_examples, match_cue
-from assistant.routing.spoken import normalise, strip_fillers
+from assistant.routing.spoken import FILLERS, normalise, strip_fillers
 from scripts.eval_router import evaluate, score
-from scripts.train_router import SPOKEN_DEV, SPOKEN_TRAIN, TYPED_DEV, check_held_out, training_set
+from scripts.train_router import (
+    SPOKEN_DEV,
+    SPOKEN_EVAL,
+    SPOKEN_TRAIN,
+    TYPED_DEV,
+    check_held_out,
+    training_set,
+    twins,
+)
+
+# Hesitations and asides as people say them, chosen by these tests, not by the normaliser:
+# none of them is in its lists, so it leaves them in and the classifier has to cope.
+OTHER_FILLERS = ("er", "ah", "eh", "you see", "I guess", "sort of", "let me think", "kind of")
 
 
-def _key(text: str) -> str:
-    return " ".join(text.lower().split()).rstrip("?.!")
+def _jsonl(path: Path, rows: list[tuple[str, str]]) -> Path:
+    path.write_text("".join(json.dumps({"text": t, "lane": lane}) + "\n" for t, lane in rows))
+    return path
 
 
 # --- the spoken dev set ------------------------------------------------------------------
@@ -43,18 +63,68 @@ def test_spoken_dev_set_is_spoken_and_covers_both_lanes():
     assert len(cued) >= 8 and all(cued)
 
 
-def test_spoken_dev_set_is_held_out():
-    spoken = {_key(t) for t in load_examples(SPOKEN_DEV)[0]}
-    assert len(spoken) == len(load_examples(SPOKEN_DEV)[0])  # no duplicates
-    assert not spoken & {_key(t) for t in training_set()[0]}
-    assert not spoken & {_key(t) for t in load_examples(TYPED_DEV)[0]}
+@pytest.mark.parametrize("held_out", [SPOKEN_DEV, SPOKEN_EVAL], ids=["dev", "eval"])
+def test_spoken_sets_are_held_out(held_out: Path):
+    """Compared after the router's own normalisation, and near twins count: "so what's the
+    plural of octopus" was a training line once normalised, and the typed dev set (which a
+    head may be fitted on) held "Stop." beside the spoken "stop stop"."""
+    texts = load_examples(held_out)[0]
+    assert len({t.lower() for t in texts}) == len(texts)  # no duplicates
+    assert not twins(training_set()[0], texts)
+    assert not twins(load_examples(TYPED_DEV)[0], texts)
+    if held_out == SPOKEN_EVAL:
+        assert not twins(load_examples(SPOKEN_DEV)[0], texts)
 
 
-def test_training_refuses_a_leaked_spoken_dev_line():
+def test_training_refuses_a_leaked_spoken_dev_line(tmp_path: Path):
     line = load_examples(SPOKEN_DEV)[0][0]
     with pytest.raises(SystemExit, match="held out"):
         check_held_out(["write a haiku", line.upper() + "?"])
     check_held_out(["write a haiku"])
+
+
+@pytest.mark.parametrize(
+    ("trained", "said"),
+    [
+        # the same line once normalised: an opener, case and the question mark
+        ("What's the plural of octopus?", "so what's the plural of octopus"),
+        ("How many minutes are in a day?", "So, how many minutes are in a day?"),
+        # nearly the same: one word more ("actually") and a filler
+        ("What does NASA stand for?", "um what does NASA actually stand for"),
+        # numbers in words are digits to the router
+        ("What's 12 times 4?", "uh what's twelve times four"),
+    ],
+)
+def test_training_refuses_a_normalised_or_near_twin(tmp_path: Path, trained: str, said: str):
+    held = _jsonl(tmp_path / "held.jsonl", [(said, "chat")])
+    with pytest.raises(SystemExit, match="held out"):
+        check_held_out(["write a haiku", trained], (held,))
+
+
+def test_a_question_on_the_same_template_is_no_twin(tmp_path: Path):
+    held = _jsonl(tmp_path / "held.jsonl", [("so what's the plural of octopus", "chat")])
+    check_held_out(["What's the plural of cactus?", "Write a haiku about octopus."], (held,))
+
+
+def test_spoken_eval_set_is_spoken_by_other_rules_and_covers_both_lanes():
+    texts, deep = load_examples(SPOKEN_EVAL)
+    lower = [t.lower() for t in texts]
+    assert len(texts) >= 250 and 0.4 <= deep.mean() <= 0.6
+    assert not any(re.search(r"[.,?!;:]", t) for t in texts)  # transcribed: no punctuation
+    said = [f" {t} " for t in lower]
+    # hesitations the normaliser does not know (theirs are few here)
+    others = sum(any(f" {f.lower()} " in t for f in OTHER_FILLERS) for t in said)
+    theirs = sum(any(f" {f} " in t for f in FILLERS) for t in said)
+    assert others >= 100 and theirs <= 10, (others, theirs)
+    # long run-on requests, word problems among them, and one-word answers
+    run_on = [t for t, d in zip(lower, deep, strict=True) if d and len(t.split()) >= 25]
+    assert len(run_on) >= 30, len(run_on)
+    assert sum("step" in t and any(n in t for n in _TENS + _SMALL[2:]) for t in run_on) >= 15
+    one_word = [t for t, d in zip(lower, deep, strict=True) if len(t.split()) == 1]
+    assert len(one_word) >= 20 and not any(deep[lower.index(t)] for t in one_word)
+    assert sum(any(f" {n} " in t for n in ("hundred", "thousand", *_TENS)) for t in said) >= 30
+    # no line is decided by a cue: the figure on this set is the classifier's
+    assert not [t for t in texts if match_cue(t)]
 
 
 def test_training_set_includes_the_spoken_examples():
@@ -73,7 +143,10 @@ def results() -> dict:
     out = evaluate()
     for name, sets in out.items():
         for kind, s in sets.items():
-            print(f"\n{name} {kind}: accuracy {s.accuracy:.3f}, deep recall {s.deep_recall:.3f}")
+            print(
+                f"\n{name} {kind}: accuracy {s.accuracy:.3f}, deep recall {s.deep_recall:.3f}"
+                f" (n={s.n}, {s.n - len(s.misses)} right)"
+            )
     return out
 
 
@@ -88,22 +161,79 @@ def test_spoken_routes_as_well_as_typed(results: dict, router: str):
 
 
 @pytest.mark.model
+@pytest.mark.parametrize("router", ["shipped", "held out"])
+def test_spoken_eval_set_routes_deep_work_deep(results: dict, router: str):
+    """Measured on requests the router was never tuned on (see the module's docstring)."""
+    s = results[router]["spoken eval"]
+    assert s.n >= 250 and s.by_cue == 0
+    assert s.deep_recall >= 0.98, s.misses
+    assert s.accuracy >= 0.97, s.misses
+
+
+@pytest.mark.model
 def test_spoken_cues_are_recognised(results: dict):
     texts = load_examples(SPOKEN_DEV)[0]
     cued = sum(bool(match_cue(t)) for t in texts)
     assert results["shipped"]["spoken"].by_cue == cued >= 11
 
 
+def _said(text: str, i: int) -> str:
+    """`text` as these tests say it, by rules of their own: lower case, no punctuation, one
+    of OTHER_FILLERS in front and another after the first few words, numbers in words."""
+    text = re.sub(r"(\d),(\d)", r"\1\2", text.lower())  # 1,500: one number
+    text = re.sub(r"(\d)\.(\d)", r"\1 point \2", text)
+    text = re.sub(r"\d+", lambda m: _in_words(m[0]), text)
+    words = re.sub(r"[^\w\s'+-]", " ", text).split()
+    words.insert(min(3, len(words)), OTHER_FILLERS[(i + 3) % len(OTHER_FILLERS)])
+    return " ".join([OTHER_FILLERS[i % len(OTHER_FILLERS)], *words])
+
+
+_SMALL = "zero one two three four five six seven eight nine ten eleven twelve thirteen".split()
+_SMALL += "fourteen fifteen sixteen seventeen eighteen nineteen".split()
+_TENS = "twenty thirty forty fifty sixty seventy eighty ninety".split()
+
+
+def _in_words(digits: str) -> str:
+    n = int(digits)
+    if n >= 10**6 or digits.startswith("0"):
+        return " ".join(_SMALL[int(d)] for d in digits)  # said digit by digit
+    if n >= 1000:
+        rest = f" {_in_words(str(n % 1000))}" if n % 1000 else ""
+        return f"{_in_words(str(n // 1000))} thousand{rest}"
+    if n >= 100:
+        rest = f" and {_in_words(str(n % 100))}" if n % 100 else ""
+        return f"{_SMALL[n // 100]} hundred{rest}"
+    if n >= 20:
+        return _TENS[n // 10 - 2] + (f" {_SMALL[n % 10]}" if n % 10 else "")
+    return _SMALL[n]
+
+
+def test_the_other_fillers_are_not_the_normalisers():
+    """The spoken-style checks below would prove nothing if the normaliser removed exactly
+    what they add (it once did: they added "um so" and ", uh,")."""
+    for filler in OTHER_FILLERS:
+        assert filler.lower() not in FILLERS
+        request = f"{filler} write a parser for dates in rust"
+        assert filler in normalise(request), filler
+    assert _said("Convert 25 degrees, then 1,500 or 007.", 0) == (
+        "er convert twenty five you see degrees then one thousand five hundred or zero zero seven"
+    )
+
+
 @pytest.mark.model
-def test_fillers_do_not_move_a_request_towards_chat():
-    """A hesitation in front of a hard task read as small talk to the classifier (its
-    training data is typed): "um so" took P(deep) from 0.89 to 0.72 on one dev task."""
+def test_fillers_the_normaliser_does_not_know_do_not_change_the_lane():
+    """Hesitations in front of a hard task read as small talk to a classifier trained on
+    typed text ("um so" once took P(deep) from 0.89 to 0.72). Said with fillers the
+    normaliser leaves in, no punctuation and numbers in words, the typed dev set must still
+    route as typed: deep recall at least 0.97 and the same lane for at least 95%."""
     router = Router.load()
     texts, deep = load_examples(TYPED_DEV)
-    said = ["um so " + t[0].lower() + t[1:].replace(", ", ", uh, ") for t in texts]
+    said = [_said(t, i) for i, t in enumerate(texts)]
     typed_p, said_p = router.classify(texts), router.classify(said)
-    assert np.array_equal(typed_p >= 0.5, said_p >= 0.5)
-    assert np.all(said_p[deep] >= typed_p[deep] - 0.02), np.min(said_p[deep] - typed_p[deep])
+    missed = [t for t, p, d in zip(said, said_p, deep, strict=True) if d and p < 0.5]
+    assert len(missed) <= 0.03 * deep.sum(), missed  # deep recall at least 0.97
+    agree = np.mean((typed_p >= 0.5) == (said_p >= 0.5))
+    assert agree >= 0.95, agree
 
 
 @pytest.mark.model
@@ -170,11 +300,15 @@ def test_spoken_cue_words_elsewhere_are_not_cues(text: str):
         "so like " * 40,
     ],
 )
-def test_a_long_run_of_fillers_fails_to_match_fast(text: str):
-    # Lead alternatives that could split one word several ways made this exponential.
-    start = time.perf_counter()
-    assert match_cue(text) is None
-    assert time.perf_counter() - start < 0.25  # exponential took minutes; this takes ~1 ms
+def test_a_long_run_of_fillers_fails_to_match(text: str):
+    """Lead alternatives that could split one word several ways made this exponential: it
+    took minutes. A hang guard, not a speed check (the decision's speed is benchmarked:
+    tests/test_router.py prints it): the match must end, with no match, long before that."""
+    got: list[object] = []
+    worker = threading.Thread(target=lambda: got.append(match_cue(text)), daemon=True)
+    worker.start()
+    worker.join(timeout=60)
+    assert got == [None], "still matching after 60 s: the lead pattern backtracks"
 
 
 # --- the normaliser ---------------------------------------------------------------------------

@@ -6,7 +6,6 @@ import sqlite3
 
 from assistant.records import Timings, TurnResult
 from assistant.store.db import MIGRATIONS, Store
-from tests.waiting import wait_until
 
 
 def test_migrations_run_once_and_wal_is_on(tmp_path):
@@ -42,19 +41,43 @@ def test_same_idempotency_key_gives_one_job(tmp_path):
     assert len(store.jobs("ann")) == 1
 
 
+class Clock:
+    """Seconds that move only when the test says: a lease runs out because the test moved
+    the clock past it, never because a busy machine was slow between two lines."""
+
+    def __init__(self) -> None:
+        self.now = 1_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
 def test_lease_claim_heartbeat_and_recovery(tmp_path):
-    store = Store(tmp_path / "a.db")
+    clock = Clock()
+    store = Store(tmp_path / "a.db", clock=clock)
     job, _ = store.create_job("ann", "task", 32768)
-    claimed = store.claim_job("w1", lease_s=0.2)
+    claimed = store.claim_job("w1", lease_s=10)
     assert claimed is not None and claimed.id == job.id and claimed.state == "running"
-    assert store.claim_job("w2", lease_s=0.2) is None  # leased to w1
-    assert store.heartbeat(job.id, "w1", 0.2, result="partial", answer_tokens=3)
+    clock.now += 9.9
+    assert store.claim_job("w2", lease_s=10) is None  # still leased to w1
+    assert store.heartbeat(job.id, "w1", 10, result="partial", answer_tokens=3)
+    clock.now += 9.9  # past the first lease, within the one the heartbeat renewed
+    assert store.claim_job("w2", lease_s=10) is None
     # w1 died: once its lease runs out, another worker claims the job
-    again = wait_until(lambda: store.claim_job("w2", lease_s=5), 5, "w1's lease to run out")
+    clock.now += 0.2
+    again = store.claim_job("w2", lease_s=5)
     assert again is not None and again.id == job.id and again.result == "partial"
     assert not store.heartbeat(job.id, "w1", 5)  # the old worker no longer owns it
     assert store.finish_job(job.id, "w2", "done", result="all")
     assert store.job(job.id).state == "done"
+
+
+def test_the_store_uses_the_wall_clock_by_default(tmp_path):
+    import time
+
+    store = Store(tmp_path / "a.db")
+    job, _ = store.create_job("ann", "task", 1)
+    assert abs(store.job(job.id).created_at - time.time()) < 3600
 
 
 def test_recover_running_requeues_expired_leases(tmp_path):

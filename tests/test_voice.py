@@ -7,6 +7,7 @@ import contextlib
 import re
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 
 import httpx
 import numpy as np
@@ -24,10 +25,19 @@ from tests.simengine_proc import root_url, run_simengine, sim_requests, sim_rese
 JFK = AUDIO / "jfk.flac"
 
 
+HOLD_AT = 80
+"""Tokens (24 of reasoning, then the answer) after which the engine waits for the test: the
+first sentences are out by then, the rest of the 160 words are not."""
+
+
 @pytest.fixture(scope="module")
 def voice_sim() -> Iterator[str]:
-    """A reply of many sentences, slow enough that speech can start before it ends."""
-    with run_simengine("--token-ms", "25", "--answer-words", "160") as url:
+    """A reply of many sentences that stops after HOLD_AT tokens until the test releases it
+    (POST /sim/release), so whether speech started before the reply ended is decided by
+    events, not by the speed of a busy machine."""
+    with run_simengine(
+        "--token-ms", "5", "--answer-words", "160", "--fault", f"hold:{HOLD_AT}"
+    ) as url:  # fmt: skip
         yield url
 
 
@@ -42,8 +52,10 @@ def speech(tmp_path_factory: pytest.TempPathFactory) -> tuple[object, object]:
 
 @pytest.fixture
 def rt(voice_sim: str, settings: Settings) -> Iterator[Runtime]:
-    # thinking on, so the reply comes with reasoning that must be shown but never spoken
-    with Runtime(sim_settings(settings, voice_sim, thinking=True)) as runtime:
+    # thinking on, so the reply comes with reasoning that must be shown but never spoken;
+    # the engine's hold lasts as long as the first sentence takes to speak: no read deadline
+    s = sim_settings(settings, voice_sim, thinking=True)
+    with Runtime(replace(s, chat=replace(s.chat, read_timeout_s=120.0))) as runtime:
         yield runtime
 
 
@@ -62,10 +74,27 @@ async def test_jfk_is_heard_answered_and_spoken_early(rt, speech, voice_sim):
     stt, tts = speech
     cid = rt.store.new_conversation("local")
     seen: list[tuple[float, TurnEvent]] = []
+    heard = asyncio.Event()
+
+    async def release_on_first_audio() -> None:
+        # a pipeline that speaks only after the whole reply never plays anything while the
+        # engine holds: released after a long wait instead, the order check below fails
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(heard.wait(), 120)
+        async with httpx.AsyncClient() as client:
+            await client.post(root_url(voice_sim) + "/sim/release")
+
+    releaser = asyncio.create_task(release_on_first_audio())
     turn = _voice(rt, stt, tts, JFK, conversation_id=cid)
-    async with contextlib.aclosing(turn) as updates:
-        async for u in updates:
-            seen.append((time.monotonic(), u))
+    try:
+        async with contextlib.aclosing(turn) as updates:
+            async for u in updates:
+                seen.append((time.monotonic(), u))
+                if u.kind == "audio":
+                    heard.set()
+    finally:
+        heard.set()
+        await releaser
     kinds = [u.kind for _, u in seen]
     transcript = next(u for _, u in seen if u.kind == "transcript").text
     assert "fellow americans" in transcript.lower() and "country" in transcript.lower()
@@ -76,6 +105,7 @@ async def test_jfk_is_heard_answered_and_spoken_early(rt, speech, voice_sim):
     assert len(audio) >= 3, "one chunk per sentence of a many-sentence reply"
     assert all(a is not None and a.sample_rate > 8000 and len(a.samples) > 1000 for a in audio)
     # pipelined: the first sentence is heard while the engine is still generating the rest
+    # (it holds after HOLD_AT tokens until the first audio has come)
     first_audio = kinds.index("audio")
     last_content = len(kinds) - 1 - kinds[::-1].index("content")
     assert first_audio < last_content

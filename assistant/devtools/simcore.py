@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import heapq
 import itertools
 import json
-from dataclasses import dataclass, field
+import logging
+import re
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from starlette.responses import JSONResponse, Response
@@ -128,3 +131,42 @@ def error(status: int, message: str, headers: dict[str, str] | None = None) -> R
     kind = {400: "BadRequestError", 429: "RateLimitError"}.get(status, "ServiceUnavailableError")
     payload = {"error": {"message": message, "type": kind, "param": None, "code": status}}
     return JSONResponse(payload, status_code=status, headers=headers)
+
+
+ASKS_FOR_PROMPT = re.compile(
+    r"\b(?:reveal|repeat|print|show|tell me)\b.*\b(?:system prompt|instructions)\b", re.I
+)
+"""A request to reveal the instructions, which the simulated model obeys."""
+
+
+class QuietCuts(logging.Filter):
+    """A deliberate cut is the point of the simulator, not an error worth a log line."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "without completing response" not in record.getMessage()
+
+
+def parse_args(
+    argv: list[str] | None, description: str | None
+) -> tuple[argparse.Namespace, SimConfig]:
+    p = argparse.ArgumentParser(
+        prog="python -m assistant.devtools.simengine",
+        description=description,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    choices = {"kind": ["vllm", "llamacpp"], "reasoning_field": ["reasoning", "reasoning_content"]}
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8000, help="0 picks a free port")
+    p.add_argument("--log-level", default="warning")
+    for f in fields(SimConfig):
+        flag, default = "--" + f.name.replace("_", "-"), f.default
+        if isinstance(default, bool):
+            p.add_argument(flag, action="store_true", default=default)
+        elif isinstance(default, tuple):
+            p.add_argument(flag, nargs="*", default=list(default))
+        else:
+            p.add_argument(flag, type=type(default), default=default, choices=choices.get(f.name))
+    args = p.parse_args(argv)
+    values = {f.name: getattr(args, f.name) for f in fields(SimConfig)}
+    values["thinking_efforts"] = tuple(values["thinking_efforts"])
+    return args, SimConfig(**values)

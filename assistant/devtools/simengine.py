@@ -18,7 +18,12 @@ so one process can serve many tests. Syntax `name[:arg[:tag]]`:
               carrying this exact fault string fail (a third `:tag` part keeps counters apart)
   reasoning_only                 reason until the budget ends: no content, finish "length"
   reasoning_only_when_thinking   the same only when thinking is on, else a normal answer
+  hold:K      K tokens, then nothing more until POST /sim/release (tests order events by it);
+              POST /sim/hold makes every request without a fault hold:0 until the release
 Tests read what clients sent with GET /sim/requests and clear state with POST /sim/reset.
+
+Like a model with no defences, it obeys a request to reveal its system prompt or
+instructions: the reply then repeats the system message (what the app must not show).
 """
 
 from __future__ import annotations
@@ -32,7 +37,6 @@ import logging
 import socket
 import time
 from collections import OrderedDict, deque
-from dataclasses import fields
 from typing import Any
 
 import uvicorn
@@ -43,11 +47,14 @@ from starlette.routing import Route
 from starlette.types import Message, Receive, Scope, Send
 
 from assistant.devtools.simcore import (
+    ASKS_FOR_PROMPT,
     Cut,
+    QuietCuts,
     Seq,
     SimConfig,
     Slots,
     error,
+    parse_args,
     part,
     sse,
     start,
@@ -87,6 +94,8 @@ class SimEngine:
         self.running: set[Seq] = set()
         self.counters = dict.fromkeys(("prefix_queries", "prefix_hits", "prompt", "gen"), 0)
         self.ids = itertools.count(1)
+        self.released = asyncio.Event()  # POST /sim/release: held streams go on
+        self.holding = False  # POST /sim/hold: every request holds before its first token
 
     # -- prefix cache: every cumulative prefix of a conversation counts as cached KV --------
     def _hashes(self, messages: list[dict[str, Any]]) -> list[tuple[str, int]]:
@@ -133,6 +142,11 @@ class SimEngine:
         n_reason = min(budget, budget if exhaust else cfg.reasoning_tokens if thinking else 0)
         reason = (REASONING.split() * (n_reason // 10 + 1))[:n_reason]
         tool, answer = None, REPLY.format(t=user).split()
+        system = " ".join(
+            text_of(m.get("content")) for m in body["messages"] if m.get("role") == "system"
+        )
+        if system and ASKS_FOR_PROMPT.search(user):
+            answer = ("Sure. My instructions say: " + system).split()
         if body.get("tools") and body.get("tool_choice") != "none" and "SIMDELEGATE" in user:
             names = [t.get("function", {}).get("name") for t in body["tools"]]
             task = " ".join(user.replace("SIMDELEGATE", " ").split())
@@ -165,6 +179,8 @@ class SimEngine:
         self.requests.append({"received_at": time.time(), "body": body, "headers": headers})
         spec = str(headers.get("x-sim-fault") or body.get("sim_fault") or self.cfg.fault)
         name, _, arg = spec.strip().lower().partition(":")
+        if not name and self.holding:
+            name, arg = "hold", "0"
         arg = arg.partition(":")[0]  # a third part is only a tag that keeps counters apart
         arg = arg if arg.isdigit() else ""
         priority = body.get("priority") or 0
@@ -236,8 +252,8 @@ class SimEngine:
             await send(sse(base | {"choices": [choice]}))
 
         stop_at = -1  # the token index where a cut, stall or interrupt fault strikes
-        if fault in ("stall", "cut", "interrupt"):
-            stop_at = int(arg or (0 if fault == "stall" else cfg.cut_after))
+        if fault in ("stall", "cut", "interrupt", "hold"):
+            stop_at = int(arg or (0 if fault in ("stall", "hold") else cfg.cut_after))
         if stream:  # headers at once, like vLLM; the first chunk comes after prefill
             await send(start([(b"content-type", b"text/event-stream")]))
         await self.slots.acquire(priority)
@@ -257,7 +273,10 @@ class SimEngine:
             out: dict[str, list[str]] = {cfg.reasoning_field: [], "content": [], "tool": []}
             next_t = time.monotonic()
             for i, token in enumerate([*tokens, None]):
-                if i == stop_at or (token is None and stop_at > i):
+                if i == stop_at and fault == "hold":
+                    await self.released.wait()
+                    next_t = time.monotonic()
+                elif fault != "hold" and (i == stop_at or (token is None and stop_at > i)):
                     if fault == "cut":
                         raise Cut
                     if fault == "interrupt" and stream:
@@ -362,6 +381,16 @@ def build_app(config: SimConfig | None = None) -> Starlette:
         engine.reset()
         return JSONResponse({"ok": True})
 
+    async def sim_release(_: Request) -> Response:
+        engine.released.set()
+        engine.holding = False
+        return JSONResponse({"ok": True})
+
+    async def sim_hold(_: Request) -> Response:
+        engine.released = asyncio.Event()
+        engine.holding = True
+        return JSONResponse({"ok": True})
+
     routes = [
         Route("/v1/models", models),
         Route("/v1/chat/completions", engine, methods=["POST"]),  # an ASGI app, not a view
@@ -369,43 +398,14 @@ def build_app(config: SimConfig | None = None) -> Starlette:
         Route("/health", health),
         Route("/sim/requests", sim_requests),
         Route("/sim/reset", sim_reset, methods=["POST"]),
+        Route("/sim/release", sim_release, methods=["POST"]),
+        Route("/sim/hold", sim_hold, methods=["POST"]),
     ]
     if cfg.kind == "llamacpp":
         routes.append(Route("/props", props))
     app = Starlette(routes=routes)
     app.state.engine = engine
     return app
-
-
-class _QuietCuts(logging.Filter):
-    """A deliberate cut is the point of the simulator, not an error worth a log line."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return "without completing response" not in record.getMessage()
-
-
-def parse_args(argv: list[str] | None = None) -> tuple[argparse.Namespace, SimConfig]:
-    p = argparse.ArgumentParser(
-        prog="python -m assistant.devtools.simengine",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    choices = {"kind": ["vllm", "llamacpp"], "reasoning_field": ["reasoning", "reasoning_content"]}
-    p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=8000, help="0 picks a free port")
-    p.add_argument("--log-level", default="warning")
-    for f in fields(SimConfig):
-        flag, default = "--" + f.name.replace("_", "-"), f.default
-        if isinstance(default, bool):
-            p.add_argument(flag, action="store_true", default=default)
-        elif isinstance(default, tuple):
-            p.add_argument(flag, nargs="*", default=list(default))
-        else:
-            p.add_argument(flag, type=type(default), default=default, choices=choices.get(f.name))
-    args = p.parse_args(argv)
-    values = {f.name: getattr(args, f.name) for f in fields(SimConfig)}
-    values["thinking_efforts"] = tuple(values["thinking_efforts"])
-    return args, SimConfig(**values)
 
 
 class _Server(uvicorn.Server):
@@ -419,7 +419,7 @@ async def serve(args: argparse.Namespace, config: SimConfig) -> None:
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((args.host, args.port))
-    logging.getLogger("uvicorn.error").addFilter(_QuietCuts())
+    logging.getLogger("uvicorn.error").addFilter(QuietCuts())
     # A short graceful timeout: stalled streams would otherwise hold SIGTERM for an hour.
     app = build_app(config)
     uconf = uvicorn.Config(app, log_level=args.log_level, timeout_graceful_shutdown=1)
@@ -427,7 +427,7 @@ async def serve(args: argparse.Namespace, config: SimConfig) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    args, config = parse_args(argv)
+    args, config = parse_args(argv, __doc__)
     asyncio.run(serve(args, config))
 
 

@@ -146,8 +146,14 @@ def embed(encoder: Encoder, texts: Sequence[str]) -> np.ndarray:
     nearly as it is. Trailing punctuation is dropped: in hand-written training data
     questions end in "?" and tasks in ".", a shortcut that fails on unpunctuated typed or
     transcribed text ("how tall is the eiffel tower" scored deep without this)."""
-    clean = [_TRAILING.sub("", normalise(t).strip()) for t in texts]
-    return encoder.encode(clean, max_tokens=ROUTE_TOKENS)
+    return encoder.encode([routed_text(t) for t in texts], max_tokens=ROUTE_TOKENS)
+
+
+def routed_text(text: str) -> str:
+    """What the classifier reads of a request: normalised, without trailing punctuation.
+    Training data is compared with held-out sets in this form too, so a spoken line that is
+    a typed training line once normalised counts as the same line."""
+    return _TRAILING.sub("", normalise(text).strip())
 
 
 def load_examples(path: Path | None = None) -> tuple[list[str], np.ndarray]:

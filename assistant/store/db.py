@@ -10,7 +10,7 @@ import sqlite3
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -23,9 +23,11 @@ from assistant.store.schema import MIGRATIONS
 class Store(JobRows):
     """One SQLite file. Thread-safe; every write is one short transaction."""
 
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, clock: Callable[[], float] | None = None):
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
+        if clock is not None:
+            self.clock = clock
         self._lock = threading.RLock()
         self.db = sqlite3.connect(path, check_same_thread=False, isolation_level=None, timeout=10)
         self.db.row_factory = sqlite3.Row

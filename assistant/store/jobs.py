@@ -24,6 +24,10 @@ _JOB_COLUMNS = (
 class JobRows:
     """The job queue's queries; mixed into `Store`, which owns the connection."""
 
+    clock: Callable[[], float] = staticmethod(time.time)
+    """Wall-clock seconds for timestamps and leases; tests move it by hand instead of
+    sleeping past a lease (which a busy machine can stretch either way)."""
+
     def tx(self) -> AbstractContextManager[sqlite3.Connection]:
         raise NotImplementedError
 
@@ -39,7 +43,7 @@ class JobRows:
         conversation_id: str | None = None,
     ) -> tuple[Job, bool]:
         """Store a queued job; with a key already used by this owner, return that job instead."""
-        now = time.time()
+        now = self.clock()
         with self.tx() as db:
             if idempotency_key:
                 row = db.execute(
@@ -83,7 +87,7 @@ class JobRows:
 
     def claim_job(self, worker: str, lease_s: float, job_id: str | None = None) -> Job | None:
         """Take the oldest queued job (or one whose lease expired) and lease it to `worker`."""
-        now = time.time()
+        now = self.clock()
         with self.tx() as db:
             sql = (
                 "SELECT * FROM jobs WHERE (state='queued' OR (state='running' AND lease_until<?))"
@@ -110,7 +114,7 @@ class JobRows:
                 "UPDATE jobs SET lease_until=?, updated_at=?"
                 + (f", {sets}" if sets else "")
                 + " WHERE id=? AND lease_owner=? AND state='running'",
-                (time.time() + lease_s, time.time(), *progress.values(), job_id, worker),
+                (self.clock() + lease_s, self.clock(), *progress.values(), job_id, worker),
             )
             return cur.rowcount == 1
 
@@ -124,7 +128,7 @@ class JobRows:
                 "UPDATE jobs SET state=?, updated_at=?, lease_owner=NULL, lease_until=NULL"
                 + (f", {sets}" if sets else "")
                 + f" WHERE {where}",
-                (state, time.time(), *fields.values(), *args),
+                (state, self.clock(), *fields.values(), *args),
             )
             return cur.rowcount == 1
 
@@ -133,7 +137,7 @@ class JobRows:
             cur = db.execute(
                 "UPDATE jobs SET state='cancelled', updated_at=?, lease_owner=NULL "
                 "WHERE id=? AND state IN ('queued','running')" + (" AND owner=?" if owner else ""),
-                (time.time(), job_id, owner) if owner else (time.time(), job_id),
+                (self.clock(), job_id, owner) if owner else (self.clock(), job_id),
             )
             return cur.rowcount == 1
 
@@ -145,14 +149,14 @@ class JobRows:
                 "UPDATE jobs SET state='queued', error=NULL, notified=0, updated_at=?"
                 + (f", {sets}" if sets else "")
                 + " WHERE id=? AND state IN ('failed','cancelled')",
-                (time.time(), *fields.values(), job_id),
+                (self.clock(), *fields.values(), job_id),
             )
             return cur.rowcount == 1
 
     def recover_running(self, is_dead: Callable[[str], bool] = lambda owner: False) -> int:
         """At start: jobs left running by a dead worker go back to the queue (their partial
         output stays, so the next run continues from it)."""
-        now = time.time()
+        now = self.clock()
         with self.tx() as db:
             rows = db.execute(
                 "SELECT id, lease_owner, lease_until FROM jobs WHERE state='running'"

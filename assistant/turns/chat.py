@@ -19,6 +19,7 @@ from assistant.errors import AssistantError, BadInput, BudgetExhausted
 from assistant.records import Message, Reply, RouteDecision, TurnEvent, TurnResult, now_ms
 from assistant.settings import LaneConfig, Settings
 from assistant.store.db import Store
+from assistant.turns.guard import guarded
 from assistant.turns.prompt import Prompts
 from assistant.turns.recorder import Recorder
 
@@ -200,6 +201,9 @@ class ChatService:
             rec.add("queue", ticket.queue_ms)
             fold = Fold(reply)
             stream = self.engine.stream(messages, lane, **kw)  # type: ignore[arg-type]
+            # what the reply shows, says and stores never repeats the instructions
+            secret = "\n".join(m.content for m in messages if m.role == "system")
+            stream = guarded(stream, secret) if secret else stream
             async with contextlib.aclosing(folded(stream, fold)) as events:
                 async for ev in events:
                     if fold.ttft_ms is not None:
