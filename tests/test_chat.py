@@ -98,6 +98,17 @@ async def test_engine_that_only_reasons_is_never_a_silent_success(sim_url, setti
     assert len(sim_requests(sim_url)) == 2  # bounded: one retry only
 
 
+async def test_an_answer_that_is_all_reasoning_is_not_an_empty_success(sim_url, settings):
+    # finish "stop", reasoning and no content: the model never closed its thinking
+    s = sim_settings(settings, sim_url)
+    chat = _service(s, sim_engine(sim_url, fault="reasoning_stop"))
+    sim_reset(sim_url)
+    result = await chat.ask("hi")
+    assert result.exhausted and "never closed its thinking" in (result.error or "")
+    assert result.reply == "" and result.finish_reason == "stop"
+    assert len(sim_requests(sim_url)) == 2  # retried once without thinking, then said so
+
+
 async def test_stream_cut_keeps_the_partial_answer_marked_incomplete(sim_url, settings):
     s = sim_settings(settings, sim_url)
     chat = _service(s, sim_engine(sim_url, fault="cut:4"))

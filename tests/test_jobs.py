@@ -58,6 +58,16 @@ async def test_budget_exhausted_fails_keeps_reasoning_and_offers_retry(sim_url, 
     assert retried.state == "queued" and retried.budget == 16384
 
 
+async def test_a_job_whose_answer_is_all_reasoning_fails_and_keeps_it(sim_url, settings):
+    s = sim_settings(settings, sim_url)
+    store = Store(s.db_path)
+    queue, worker = _worker(store, sim_engine(sim_url, fault="reasoning_stop"), s)
+    job = queue.submit("ann", "prove it", budget=8192)
+    failed = await worker.run_by_id(job.id)
+    assert failed.state == "failed" and failed.error.startswith("no answer")
+    assert "all reasoning" in failed.error and failed.reasoning and not failed.result
+
+
 async def test_chat_preempts_a_running_job_which_resumes_without_losing_work(settings):
     engine = FakeEngine(words=40, token_s=0.01, slots=1)
     store = Store(settings.db_path)

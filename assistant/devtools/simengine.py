@@ -18,6 +18,8 @@ so one process can serve many tests. Syntax `name[:arg[:tag]]`:
               carrying this exact fault string fail (a third `:tag` part keeps counters apart)
   reasoning_only                 reason until the budget ends: no content, finish "length"
   reasoning_only_when_thinking   the same only when thinking is on, else a normal answer
+  reasoning_stop                 reason, then stop (finish "stop") with no answer at all: a model
+                                 that never closes its thinking (real vLLM can show it too)
   hold:K      K tokens, then nothing more until POST /sim/release (tests order events by it);
               POST /sim/hold makes every request without a fault hold:0 until the release
 Tests read what clients sent with GET /sim/requests and clear state with POST /sim/reset.
@@ -156,6 +158,9 @@ class SimEngine:
             # ignore_eos (vLLM): the answer runs on to the whole budget
             n = budget if body.get("ignore_eos") else cfg.answer_words
             answer = (answer * (n // len(answer) + 1))[:n]
+        if fault == "reasoning_stop":
+            n = min(budget, cfg.reasoning_tokens)
+            reason, answer = (REASONING.split() * (n // 10 + 1))[:n], []
         content = answer[: budget - len(reason)]
         finish = "tool_calls" if tool else "stop"
         if body.get("ignore_eos") or exhaust or len(content) < len(answer):
