@@ -31,7 +31,7 @@ import json
 import sys
 from pathlib import Path
 
-REASONING_STEPS = 400
+REASONING_STEPS = 1500
 """Tokens of reasoning with thinking on: long enough that deep requests keep the engine busy."""
 ANSWER = ["The", " answer", " is", " ready", "."]
 TOOL_CALL = ['{"name":', ' "delegate",', ' "arguments":', ' {"task":', ' "the', ' task"}}']
