@@ -109,7 +109,15 @@ def urls_to_open(host: str, port: int, names: Sequence[str]) -> list[str]:
     """The addresses to type into a phone (other machines first), then this machine's."""
     bare = host.strip("[]")
     if bare in WILDCARD_HOSTS:
-        others = [n for n in names if _is_ip(n) and not ipaddress.ip_address(n).is_loopback]
+        # 0.0.0.0 listens on IPv4 only; "::" on both (Linux's default dual stack)
+        versions = (4,) if bare == "0.0.0.0" else (4, 6)
+        others = [
+            n
+            for n in names
+            if _is_ip(n)
+            and not ipaddress.ip_address(n).is_loopback
+            and ipaddress.ip_address(n).version in versions
+        ]
         others.sort(key=lambda n: ipaddress.ip_address(n).version)  # IPv4 first: easier to type
         hostname = socket.gethostname()
         local = f"{hostname}.local" if hostname and "." not in hostname else ""
@@ -149,6 +157,7 @@ def load_certificate(cert_path: Path, key_path: Path, what: str = "ASSISTANT_TLS
     """Check a PEM certificate (chain) and its private key; ConfigError with one line if they
     cannot be served: unreadable, not PEM, an encrypted key, or a key of another certificate."""
     from cryptography import x509
+    from cryptography.exceptions import UnsupportedAlgorithm
     from cryptography.hazmat.primitives import serialization
 
     cert_name, key_name = f"{what}_CERT {cert_path}", f"{what}_KEY {key_path}"
@@ -161,7 +170,7 @@ def load_certificate(cert_path: Path, key_path: Path, what: str = "ASSISTANT_TLS
         key = serialization.load_pem_private_key(key_pem, password=None)
     except TypeError:
         raise ConfigError(f"{key_name} is encrypted; give the key without a passphrase") from None
-    except (ValueError, serialization.UnsupportedAlgorithm):
+    except (ValueError, UnsupportedAlgorithm):
         raise ConfigError(f"{key_name} is not a PEM private key") from None
     leaf = chain[0]
     spki = serialization.PublicFormat.SubjectPublicKeyInfo
