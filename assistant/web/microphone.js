@@ -85,7 +85,20 @@
       }, true);
       return;
     }
-    // a secure page whose microphone the person (or a policy) has blocked
+    // a secure page whose microphone the person (or a policy) refuses: whoever asks for it
+    // (Record, hands-free), the reason is said here too, and cleared once it is granted
+    const media = navigator.mediaDevices;
+    const ask = media.getUserMedia.bind(media);
+    media.getUserMedia = async (constraints) => {
+      try {
+        const stream = await ask(constraints);
+        say('');
+        return stream;
+      } catch (e) {
+        say(explain(e));
+        throw e;
+      }
+    };
     try {
       const status = await navigator.permissions.query({ name: 'microphone' });
       const show = () => say(status.state === 'denied' ? explain({ name: 'NotAllowedError' }) : '');
