@@ -144,8 +144,10 @@ def tls_app(engine: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[T
 
 @pytest.fixture(scope="module")
 def plain_app(engine: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[App]:
-    """The app as it was: plain HTTP on loopback, no login."""
-    with run_app(tmp_path_factory.mktemp("plain-app"), engine, entry=CLI_SERVE) as app:
+    """Plain HTTP on loopback, with a login (as behind a reverse proxy)."""
+    data = tmp_path_factory.mktemp("plain-app")
+    auth = f"{USER}:{PASSWORD}"
+    with run_app(data, engine, entry=CLI_SERVE, ASSISTANT_AUTH=auth) as app:
         yield app
 
 
@@ -291,8 +293,7 @@ def test_over_plain_http_from_another_device_the_microphone_says_it_needs_https(
     port = plain_app.url.rstrip("/").rsplit(":", 1)[1]
     url = f"http://{INSECURE_NAME}:{port}/"
     with chromium(pw, GRANT_MIC, f"--host-resolver-rules=MAP {INSECURE_NAME} 127.0.0.1") as page:
-        page.goto(url)
-        expect(page.locator("#chatbot")).to_be_visible()
+        log_in(page, url)
         assert page.evaluate("window.isSecureContext") is False
         notice = page.locator("#mic-notice")
         expect(notice).to_be_visible()
@@ -326,8 +327,7 @@ def test_a_refused_microphone_is_said_and_hands_free_turns_off(pw, plain_app):
 
     # loopback is a secure context; this browser denies every permission prompt
     with chromium(pw, "--deny-permission-prompts") as page:
-        page.goto(plain_app.url)
-        expect(page.locator("#chatbot")).to_be_visible()
+        log_in(page, plain_app.url)
         assert page.evaluate("window.isSecureContext")
         switch = page.locator("#handsfree input")
         switch.click()
@@ -338,3 +338,19 @@ def test_a_refused_microphone_is_said_and_hands_free_turns_off(pw, plain_app):
         assert page.evaluate("window.assistantHandsFree.active()") is False
         type_a_turn(page, "typing still works")
         assert page.errors == []
+
+
+def test_behind_a_tls_proxy_login_cookies_are_secure(plain_app):
+    """A proxy on the same machine that terminates TLS says so with X-Forwarded-Proto."""
+    form = {"username": USER, "password": PASSWORD}
+    proxied = httpx.post(
+        plain_app.url + "login", data=form, headers={"X-Forwarded-Proto": "https"}, timeout=30
+    )
+    assert proxied.status_code == 200
+    cookies = proxied.headers.get_list("set-cookie")
+    assert len(cookies) == 2 and all(c.endswith("; Secure") for c in cookies), cookies
+    plain = httpx.post(plain_app.url + "login", data=form, timeout=30).headers.get_list(
+        "set-cookie"
+    )
+    # over plain HTTP, Gradio's second copy stays usable (else no login could work there)
+    assert any("unsecure" in c and "Secure" not in c.split(";", 1)[1] for c in plain), plain
