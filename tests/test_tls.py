@@ -76,6 +76,13 @@ def test_an_expiring_or_broken_certificate_is_made_again(tmp_path):
     assert remade.fingerprint == der_sha256(remade.cert)
 
 
+def test_a_data_directory_it_cannot_write_is_one_line(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    with pytest.raises(ConfigError, match="cannot write the TLS certificate"):
+        tls.self_signed(blocker / "tls", NAMES)
+
+
 def test_the_machine_names_cover_loopback_the_host_name_and_a_given_host():
     names = tls.machine_names("192.0.2.99")
     assert {"localhost", "127.0.0.1", "::1", "192.0.2.99"} <= set(names)

@@ -35,6 +35,8 @@ VALID_DAYS = 825
 RENEW_DAYS = 30
 """A made certificate this close to expiry is made again at start."""
 WILDCARD_HOSTS = ("0.0.0.0", "::", "")
+OWN = ("the certificate", "its key")
+"""How errors name the self-signed pair's files."""
 
 
 @dataclass(frozen=True)
@@ -153,14 +155,18 @@ def fingerprint(der: bytes) -> str:
     return ":".join(f"{b:02X}" for b in hashlib.sha256(der).digest())
 
 
-def load_certificate(cert_path: Path, key_path: Path, what: str = "ASSISTANT_TLS") -> Certificate:
+def load_certificate(
+    cert_path: Path,
+    key_path: Path,
+    labels: tuple[str, str] = ("ASSISTANT_TLS_CERT", "ASSISTANT_TLS_KEY"),
+) -> Certificate:
     """Check a PEM certificate (chain) and its private key; ConfigError with one line if they
     cannot be served: unreadable, not PEM, an encrypted key, or a key of another certificate."""
     from cryptography import x509
     from cryptography.exceptions import UnsupportedAlgorithm
     from cryptography.hazmat.primitives import serialization
 
-    cert_name, key_name = f"{what}_CERT {cert_path}", f"{what}_KEY {key_path}"
+    cert_name, key_name = f"{labels[0]} {cert_path}", f"{labels[1]} {key_path}"
     cert_pem, key_pem = _read(cert_path, cert_name), _read(key_path, key_name)
     try:
         chain = x509.load_pem_x509_certificates(cert_pem)
@@ -224,7 +230,7 @@ def self_signed(
     kept: tuple[str, ...] = ()
     if cert_path.exists() or key_path.exists():
         try:
-            old = load_certificate(cert_path, key_path, what="the self-signed")
+            old = load_certificate(cert_path, key_path, labels=OWN)
         except ConfigError as e:
             why = f"the old one was unusable: {e}"
         else:
@@ -236,8 +242,13 @@ def self_signed(
                 kept = old.names
             else:
                 return old
-    _make(cert_path, key_path, _unique([*names, *kept]), now())
-    made = load_certificate(cert_path, key_path, what="the self-signed")
+    try:
+        _make(cert_path, key_path, _unique([*names, *kept]), now())
+    except OSError as e:
+        raise ConfigError(
+            f"cannot write the TLS certificate in {directory}: {e.strerror or e}"
+        ) from None
+    made = load_certificate(cert_path, key_path, labels=OWN)
     return replace(made, made=True, why_made=why)
 
 
