@@ -225,6 +225,8 @@ def test_the_app_serves_the_certificate_whose_fingerprint_it_printed(tls_app):
     with httpx.Client(base_url=f"https://127.0.0.1:{tls_app.port}", verify=tls_app.trusted()) as c:
         assert c.get("/").status_code == 200
         assert c.get("/config").status_code == 401  # no login yet
+        # added to a home screen, it opens full screen (the manifest needs no login)
+        assert c.get("/manifest.json").json()["display"] == "standalone"
         # /metrics: to loopback scrapers (it has no login of its own), over TLS like the rest
         metrics = c.get("/metrics")
         assert metrics.status_code == 200 and "assistant_" in metrics.text
@@ -248,6 +250,7 @@ def test_from_a_phone_over_https_login_a_spoken_turn_and_a_hands_free_turn(pw, t
         assert page.evaluate("location.protocol") == "https:"
         assert page.evaluate("window.isSecureContext")
         expect(page.locator("#mic-notice")).to_be_hidden()  # nothing to warn about
+        assert page.locator("meta[name=apple-mobile-web-app-capable]").count() == 1
         cookies = page.context.cookies()
         tokens = [c for c in cookies if c["name"].startswith("access-token")]
         assert len(tokens) == 2 and all(c["secure"] for c in tokens), tokens

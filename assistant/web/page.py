@@ -133,7 +133,14 @@ PAGE_CSS = """
 """
 
 
-PAGE_HEAD = "".join(
+# Added to a phone's home screen, the page opens full screen: Gradio serves a web app manifest
+# (display: standalone) on every page; iOS reads these tags instead
+HOME_SCREEN_TAGS = (
+    '<meta name="mobile-web-app-capable" content="yes">'
+    '<meta name="apple-mobile-web-app-capable" content="yes">'
+    '<meta name="apple-mobile-web-app-title" content="Assistant">'
+)
+PAGE_HEAD = HOME_SCREEN_TAGS + "".join(
     f"<script>{(Path(__file__).parent / name).read_text()}</script>"
     for name in ("microphone.js", "handsfree.js")
 )
