@@ -244,7 +244,10 @@ def test_from_a_phone_over_https_login_a_spoken_turn_and_a_hands_free_turn(pw, t
     from playwright.sync_api import expect
 
     # push-to-talk: the JFK clip, looping, recorded for its length
-    jfk = wav(tmp_path / "jfk.wav", mono16k(AUDIO / "jfk.flac"))
+    # (untrimmed: its own silence between the loops, as tests/test_browser.py plays it)
+    data, rate = sf.read(str(AUDIO / "jfk.flac"), dtype="int16")
+    jfk = tmp_path / "jfk.wav"
+    sf.write(str(jfk), data, rate, subtype="PCM_16")
     with phone_over_https(pw, tls_app, jfk) as page:
         log_in(page, tls_app.url)
         assert page.evaluate("location.protocol") == "https:"
@@ -260,9 +263,10 @@ def test_from_a_phone_over_https_login_a_spoken_turn_and_a_hands_free_turn(pw, t
         page.wait_for_timeout(11_000)
         mic.locator("button.stop-button").click()
         heard = page.locator("#chatbot [data-testid=user]").last
-        expect(heard).to_contain_text("ask not what your country can do for you")
+        # the loop may be anywhere in the clip when Record is pressed: its middle is heard
+        expect(heard).to_contain_text("what your country can do for you")
         bot = page.locator("#chatbot [data-testid=bot]").last
-        expect(bot).to_contain_text("You said: And so my fellow")
+        expect(bot).to_contain_text(re.compile(r"You said: .*your country can do for you"))
         expect(bot).to_contain_text(re.compile(r"stt \d+ ms.*total \d+ ms"))
         assert page.errors == []
 
