@@ -174,7 +174,7 @@ def cmd_doctor(args: argparse.Namespace, settings: Settings) -> int:
 def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     from assistant.web.server import serve
 
-    return serve(settings, host=args.host, port=args.port)
+    return serve(settings, host=args.host, port=args.port, tls=args.tls)
 
 
 def cmd_bench(args: argparse.Namespace, settings: Settings) -> int:
@@ -198,6 +198,12 @@ def parser() -> argparse.ArgumentParser:
     s = sub.add_parser("serve", help="the web app")
     s.add_argument("--host", default="127.0.0.1")
     s.add_argument("--port", type=int, default=7860)
+    s.add_argument(
+        "--tls",
+        action="store_true",
+        help="serve HTTPS (a phone's microphone needs it); without ASSISTANT_TLS_CERT/KEY, "
+        "with a self-signed certificate made once in the data directory",
+    )
     s.set_defaults(fn=cmd_serve)
 
     s = sub.add_parser("chat", help="one typed turn through the router")

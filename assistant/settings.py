@@ -92,6 +92,9 @@ class Settings:
     embedded_slots: int = 1
     handsfree_pause_ms: int = 500
     """Hands-free: the silence after speech that ends a turn (see `speech.listener`)."""
+    tls_cert: Path | None = None
+    tls_key: Path | None = None
+    """PEM files: serve HTTPS with them (see `web.tls`); both or neither."""
 
     @property
     def db_path(self) -> Path:
@@ -109,6 +112,26 @@ def _parse_auth(raw: str) -> tuple[tuple[str, str], ...]:
             raise ConfigError("ASSISTANT_AUTH must be user:password[,user:password]")
         pairs.append((user, password))
     return tuple(pairs)
+
+
+def _tls_files(cert: Any, key: Any) -> tuple[Path | None, Path | None]:
+    """The TLS certificate and key paths, both or neither, each an existing file (what is in
+    them is checked when the server starts: `web.tls.load_certificate`)."""
+    if not cert and not key:
+        return None, None
+    if not cert or not key:
+        given, missing = ("CERT", "KEY") if cert else ("KEY", "CERT")
+        raise ConfigError(
+            f"ASSISTANT_TLS_{given} is set but ASSISTANT_TLS_{missing} is not; "
+            "set both (PEM files), or neither"
+        )
+    paths = []
+    for name, value in (("CERT", cert), ("KEY", key)):
+        path = Path(str(value)).expanduser()
+        if not path.is_file():
+            raise ConfigError(f"ASSISTANT_TLS_{name}: no such file: {path}")
+        paths.append(path.resolve())
+    return paths[0], paths[1]
 
 
 def _lane_from(base: LaneConfig, table: dict[str, Any]) -> LaneConfig:
@@ -171,6 +194,9 @@ def load_settings(env: dict[str, str] | None = None, toml_path: Path | None = No
         )
         if k in top
     }
+    tls_cert, tls_key = _tls_files(
+        pick("ASSISTANT_TLS_CERT", "tls_cert"), pick("ASSISTANT_TLS_KEY", "tls_key")
+    )
     return Settings(
         engine_url=url.rstrip("/") if url else None,
         engine_kind=kind,
@@ -183,5 +209,7 @@ def load_settings(env: dict[str, str] | None = None, toml_path: Path | None = No
         deep_max_in_flight=in_flight,
         chat=_lane_from(default_chat_lane(), lanes["chat"]),
         deep=_lane_from(default_deep_lane(), lanes["deep"]),
+        tls_cert=tls_cert,
+        tls_key=tls_key,
         **extra,
     )

@@ -27,6 +27,7 @@ TIERS = {
     "test_browser": ("browser", "process", "model"),
     "test_browser_conversations": ("browser", "process", "model"),
     "test_browser_handsfree": ("browser", "process", "model"),
+    "test_browser_tls": ("browser", "process", "model"),
     "test_listener": ("model",),
     "test_build": ("process",),
     "test_chat": ("process",),

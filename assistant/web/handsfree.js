@@ -113,9 +113,12 @@
   }
 
   window.assistantHandsFree = {
+    // returns whether hands-free is on: the switch shows that, so it never stays on after failing
     toggle: async (on) => {
+      const mic = window.assistantMicrophone;
+      if (on && !mic.usable()) { show(`⚠️ hands-free is off: ${mic.explain(null, true)}`); return false; }  // not a secure context
       try { if (on) await start(); else stop(); }
-      catch (e) { show(`⚠️ hands-free could not start: ${e.message || e}`); stop(); }
+      catch (e) { stop(); show(`⚠️ hands-free could not start: ${mic.explain(e, true)}`); return false; }
       return on;
     },
     active: () => live !== null,

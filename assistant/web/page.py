@@ -115,6 +115,11 @@ PAGE_CSS = """
   #composer > *:first-child { flex: 1 1 100% !important; }
   #composer > button { flex: 1 1 0 !important; }
 }
+/* microphone.js: why this page cannot use the microphone (shown only then) */
+#mic-notice:not(.mic-notice-on) { display: none; }
+#mic-notice.mic-notice-on { padding: 0.6em 0.8em; border-radius: var(--radius-md);
+  border: 1px solid var(--color-accent); background: var(--background-fill-secondary); }
+#mic .record-button.mic-unusable { opacity: 0.5; cursor: not-allowed; }
 /* the Jobs panel: a table at desk widths, a list of cards on a phone */
 #jobs-list { display: none; }
 .jobs-list { list-style: none; padding: 0; margin: 0; }
@@ -128,8 +133,20 @@ PAGE_CSS = """
 """
 
 
-PAGE_HEAD = f"<script>{(Path(__file__).parent / 'handsfree.js').read_text()}</script>"
-"""The hands-free microphone script (`handsfree.js`), loaded with the page."""
+# Added to a phone's home screen, the page opens full screen: Gradio serves a web app manifest
+# (display: standalone) on every page; iOS reads these tags instead
+HOME_SCREEN_TAGS = (
+    '<meta name="mobile-web-app-capable" content="yes">'
+    '<meta name="apple-mobile-web-app-capable" content="yes">'
+    '<meta name="apple-mobile-web-app-title" content="Assistant">'
+)
+PAGE_HEAD = HOME_SCREEN_TAGS + "".join(
+    f"<script>{(Path(__file__).parent / name).read_text()}</script>"
+    for name in ("microphone.js", "handsfree.js")
+)
+"""The page's scripts: whether the microphone can work here (`microphone.js`: it says why not),
+and hands-free (`handsfree.js`), loaded with the page."""
+MIC_CHECK_JS = "() => window.assistantMicrophone.check()"
 
 
 def build_ui(
@@ -205,6 +222,8 @@ def build_ui(
                         min_width=220,
                         elem_id="reply-audio",
                     )
+                # filled by microphone.js when this page cannot use the microphone, and why
+                gr.HTML("", elem_id="mic-notice", padding=False)
                 with gr.Row(elem_id="handsfree-row"):
                     handsfree = gr.Checkbox(
                         label="Hands-free: listen all the time, answer after a pause",
@@ -246,7 +265,9 @@ def build_ui(
                 outputs=[chatbot, reply_audio], **private,
             ),
         ]  # fmt: skip
-        handsfree.input(None, inputs=handsfree, js=HANDSFREE_JS, **private)
+        # the switch follows what the script says: off again when the microphone cannot start
+        handsfree.input(None, inputs=handsfree, outputs=handsfree, js=HANDSFREE_JS, **private)
+        demo.load(None, js=MIC_CHECK_JS, **private)
         # Stop, or starting to speak again (barge-in), cancels the reply and its speech
         stop.click(None, js=PAUSE_AUDIO_JS, cancels=replies, **private)
         mic.start_recording(None, js=PAUSE_AUDIO_JS, cancels=replies, **private)

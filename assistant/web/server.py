@@ -82,8 +82,11 @@ def _report_crash(task: asyncio.Task) -> None:
         log.error("the job worker stopped: %r", task.exception())
 
 
-def serve(settings: Settings, host: str = "127.0.0.1", port: int = 7860) -> int:
-    """Run the web app until SIGINT/SIGTERM. Exit code 2: refused to listen unsafely."""
+def serve(settings: Settings, host: str = "127.0.0.1", port: int = 7860, tls: bool = False) -> int:
+    """Run the web app until SIGINT/SIGTERM. Exit code 2: refused to listen unsafely.
+
+    `tls`: serve HTTPS with the self-signed certificate (made once in the data directory)
+    when no ASSISTANT_TLS_CERT/KEY are set; with them, HTTPS is on anyway."""
     if not is_loopback(host) and not settings.auth:
         print(
             f"error: refusing to listen on {host} without a login; set "
@@ -91,8 +94,24 @@ def serve(settings: Settings, host: str = "127.0.0.1", port: int = 7860) -> int:
             file=sys.stderr,
         )
         return 2
+    from assistant.web.tls import SecureCookies, describe, server_certificate
+
+    # checked (or made) before anything slow starts: a bad file is a one-line error at once
+    certificate = server_certificate(
+        settings.tls_cert, settings.tls_key, tls, settings.data_dir, host
+    )
+    ssl: dict[str, Any] = {}
+    if certificate is not None:
+        # ssl_verify=False: Gradio's own start-up request to itself must accept a self-signed
+        # certificate; browsers still check it
+        ssl = {"ssl_certfile": str(certificate.cert), "ssl_keyfile": str(certificate.key),
+               "ssl_verify": False}  # fmt: skip
+        for line in describe(certificate, host, port):
+            print(line, file=sys.stderr, flush=True)
     ensure_ffmpeg(settings.data_dir / "bin")
     # imports gradio: only once we know we will serve
+    from starlette.middleware import Middleware
+
     from assistant.web.page import PAGE_CSS, PAGE_HEAD, build_ui
     from assistant.web.security import edge_middleware, launch_options
     from assistant.web.turns import SpeechModels
@@ -134,15 +153,18 @@ def serve(settings: Settings, host: str = "127.0.0.1", port: int = 7860) -> int:
             max_threads=max(40, settings.max_queue),
             app_kwargs={
                 "lifespan": lifespan(rt, speech, utterances),
-                "middleware": edge_middleware(settings),
+                # over HTTPS, login cookies are Secure (assistant.web.tls)
+                "middleware": [*edge_middleware(settings), Middleware(SecureCookies)],
             },
             **launch_options(settings),  # share, SSR, auth, upload cap, blocked paths
+            **ssl,
         )
         if demo.server is not None:
             # uvicorn waits for open connections forever by default; a page's streams
             # would then hold the shutdown (and the job worker's clean stop) hostage
             demo.server.config.timeout_graceful_shutdown = SHUTDOWN_GRACE_S
-        print(f"serving on http://{host}:{port}", file=sys.stderr, flush=True)
+        scheme = "https" if certificate is not None else "http"
+        print(f"serving on {scheme}://{host}:{port}", file=sys.stderr, flush=True)
         while not stop.wait(0.5):
             pass
         return 0
