@@ -29,7 +29,11 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VllmServer]:
 
 @pytest.fixture(scope="module")
 def app(server: VllmServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[App]:
-    with run_app(tmp_path_factory.mktemp("app"), server.url, entry=CLI_SERVE) as running:
+    data = tmp_path_factory.mktemp("app")
+    # a chat budget long enough that "[[long]]" still streams when Stop is pressed (the tiny
+    # model makes ~1k tokens in a second or two)
+    (data / "assistant.toml").write_text("[chat]\nmax_tokens = 30000\n")
+    with run_app(data, server.url, entry=CLI_SERVE) as running:
         yield running
 
 
