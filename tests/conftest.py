@@ -77,10 +77,12 @@ def settings(tmp_path: Path) -> Settings:
     return load_settings(env={"ASSISTANT_DATA_DIR": str(tmp_path)}, toml_path=tmp_path / "none")
 
 
-def sim_settings(settings: Settings, url: str, **lanes: float) -> Settings:
-    """Settings aimed at a simulated engine, with short deadlines so faults show fast."""
-    chat = replace(settings.chat, read_timeout_s=2.0, connect_timeout_s=1.0, **lanes)
-    deep = replace(settings.deep, read_timeout_s=2.0, connect_timeout_s=1.0)
+def sim_settings(settings: Settings, url: str, read_s: float = 15.0, **lanes: float) -> Settings:
+    """Settings aimed at a simulated engine, with short deadlines so faults show fast. The
+    read deadline is short only where a test stalls the stream on purpose (`read_s=2`): a
+    busy machine can pause a healthy stream for seconds, and 2 s turned those into stalls."""
+    chat = replace(settings.chat, read_timeout_s=read_s, connect_timeout_s=1.0, **lanes)
+    deep = replace(settings.deep, read_timeout_s=read_s, connect_timeout_s=1.0)
     return replace(settings, engine_url=url, engine_kind="vllm", chat=chat, deep=deep)
 
 

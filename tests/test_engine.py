@@ -94,7 +94,7 @@ async def test_stream_cut_mid_answer_keeps_partial(sim_url, settings):
 
 
 async def test_stalled_stream_hits_the_read_deadline(sim_url, settings):
-    s = sim_settings(settings, sim_url)  # read deadline 2 s
+    s = sim_settings(settings, sim_url, read_s=2.0)
     start = time.monotonic()
     reply = await sim_engine(sim_url, fault="stall:3").complete(ASK, s.chat)
     elapsed = time.monotonic() - start
@@ -104,7 +104,7 @@ async def test_stalled_stream_hits_the_read_deadline(sim_url, settings):
 
 
 async def test_hang_before_headers_is_bounded(sim_url, settings):
-    s = sim_settings(settings, sim_url)
+    s = sim_settings(settings, sim_url, read_s=2.0)
     with pytest.raises((EngineUnavailable, EngineError)):
         await sim_engine(sim_url, fault="hang").complete(ASK, s.chat)
 
