@@ -17,7 +17,8 @@ import pytest
 from openai import AsyncOpenAI
 from prometheus_client.parser import text_string_to_metric_families
 
-from assistant.devtools.simengine import PRIORITY_MSG, REPLY, TOOLS_MSG
+from assistant.devtools.simcore import PRIORITY_MSG, TOOLS_MSG
+from assistant.devtools.simengine import REPLY
 from tests.simengine_proc import root_url, run_simengine, sim_requests, sim_reset
 
 MSG = [{"role": "user", "content": "hello there"}]

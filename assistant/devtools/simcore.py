@@ -170,3 +170,36 @@ def parse_args(
     values = {f.name: getattr(args, f.name) for f in fields(SimConfig)}
     values["thinking_efforts"] = tuple(values["thinking_efforts"])
     return args, SimConfig(**values)
+
+
+# vLLM's own wording, so clients that match on it are tested against the real text.
+PRIORITY_MSG = "Got priority {p} but Priority scheduling is not enabled."
+TOOLS_MSG = (
+    '"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set'
+)
+CONTEXT_MSG = (
+    "This model's maximum context length is {n} tokens. However, you requested {r} tokens "
+    "({p} in the messages, {c} in the completion). "
+    "Please reduce the length of the messages or completion."
+)
+
+
+def refusal(cfg: SimConfig, body: dict[str, Any], priority: int, prompt: int, budget: int) -> str:
+    """Why vLLM would refuse this request with HTTP 400 ('' if it would not)."""
+    if priority != 0 and cfg.reject_priority and not cfg.priority_policy:
+        return PRIORITY_MSG.format(p=priority)  # vLLM before 0.32; 0.32 ignores it
+    auto_tools = body.get("tools") and body.get("tool_choice") in (None, "auto")
+    if auto_tools and cfg.kind == "vllm" and not cfg.auto_tool_choice:
+        return TOOLS_MSG
+    if prompt + budget > cfg.max_model_len:
+        n = cfg.max_model_len
+        return CONTEXT_MSG.format(n=n, r=prompt + budget, p=prompt, c=budget)
+    return ""
+
+
+def prometheus_text(label: str, rows: list[tuple[str, str, float]]) -> str:
+    """vLLM's /metrics text: `vllm:NAME{labels} VALUE` with its TYPE line, per row."""
+    lines = []
+    for name, kind, value in rows:
+        lines += [f"# TYPE vllm:{name} {kind}", f"vllm:{name}{label} {float(value)}"]
+    return "\n".join(lines) + "\n"

@@ -1,13 +1,10 @@
 """A simulated OpenAI-compatible engine that misbehaves on purpose, over real HTTP.
 
-Tests and benchmarks need an engine with vLLM's observable behaviour (priority rejection, the
-`reasoning` field, Prometheus metrics, a FIFO queue in front of a few slots, prefill time) and
-with the failures of DESIGN.md section 9 on demand, without a GPU. Run it as
-`python -m assistant.devtools.simengine --port 0`; it prints `READY port=N` once listening.
-
-Like vLLM 0.32: a non-zero priority without `--priority-policy` is accepted and ignored
-(`--reject-priority` for older vLLM, which refused it); tools with tool_choice unset or "auto"
-are refused with vLLM's HTTP 400 unless `--auto-tool-choice`; `ignore_eos` runs to max_tokens.
+Tests and benchmarks need an engine with vLLM 0.32's observable behaviour (priority ignored
+without `--priority-policy`, or refused with `--reject-priority` like older vLLM; tools refused
+unless `--auto-tool-choice`; the `reasoning` field; Prometheus metrics; a FIFO queue in front of
+a few slots; prefill time; `ignore_eos`) and the failures of DESIGN.md section 9 on demand.
+`python -m assistant.devtools.simengine --port 0` prints `READY port=N`. Checked against vLLM.
 
 Faults come from `--fault`, the `X-Sim-Fault` header or a `sim_fault` body field (header first),
 so one process can serve many tests. Syntax `name[:arg[:tag]]`:
@@ -18,8 +15,7 @@ so one process can serve many tests. Syntax `name[:arg[:tag]]`:
               carrying this exact fault string fail (a third `:tag` part keeps counters apart)
   reasoning_only                 reason until the budget ends: no content, finish "length"
   reasoning_only_when_thinking   the same only when thinking is on, else a normal answer
-  reasoning_stop                 reason, then stop (finish "stop") with no answer at all: a model
-                                 that never closes its thinking (real vLLM can show it too)
+  reasoning_stop                 reason, then stop ("stop") with no answer: thinking never closed
   hold:K      K tokens, then nothing more until POST /sim/release (tests order events by it);
               POST /sim/hold makes every request without a fault hold:0 until the release
 Tests read what clients sent with GET /sim/requests and clear state with POST /sim/reset.
@@ -48,8 +44,10 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 from starlette.types import Message, Receive, Scope, Send
 
-from assistant.devtools.simcore import (
+from assistant.devtools.simcore import (  # noqa: F401  (the messages: tests match on them)
     ASKS_FOR_PROMPT,
+    PRIORITY_MSG,
+    TOOLS_MSG,
     Cut,
     QuietCuts,
     Seq,
@@ -58,6 +56,8 @@ from assistant.devtools.simcore import (
     error,
     parse_args,
     part,
+    prometheus_text,
+    refusal,
     sse,
     start,
     text_of,
@@ -69,16 +69,6 @@ REPLY = (
     "You said: {t}. This is a simulated reply. It has several sentences so speech can start early."
 )
 REASONING = "Let me think about this carefully, step by step, before I answer the question."
-# vLLM's own wording, so clients that match on it are tested against the real text.
-PRIORITY_MSG = "Got priority {p} but Priority scheduling is not enabled."
-TOOLS_MSG = (
-    '"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set'
-)
-CONTEXT_MSG = (
-    "This model's maximum context length is {n} tokens. However, you requested {r} tokens "
-    "({p} in the messages, {c} in the completion). "
-    "Please reduce the length of the messages or completion."
-)
 JSON = [(b"content-type", b"application/json")]
 
 
@@ -193,15 +183,8 @@ class SimEngine:
         budget = body.get("max_completion_tokens") or body.get("max_tokens") or 0
         if not isinstance(priority, int) or not isinstance(budget, int):
             return await reject(400, "'priority' and 'max_tokens' must be integers.")
-        if priority != 0 and self.cfg.reject_priority and not self.cfg.priority_policy:
-            return await reject(400, PRIORITY_MSG.format(p=priority))
-        choice = body.get("tool_choice")
-        auto_tools = body.get("tools") and choice in (None, "auto")
-        if auto_tools and self.cfg.kind == "vllm" and not self.cfg.auto_tool_choice:
-            return await reject(400, TOOLS_MSG)
-        if prompt + budget > self.cfg.max_model_len:
-            n = self.cfg.max_model_len
-            return await reject(400, CONTEXT_MSG.format(n=n, r=prompt + budget, p=prompt, c=budget))
+        if refused := refusal(self.cfg, body, priority, prompt, budget):
+            return await reject(400, refused)
         if status := self._failure(spec, name, arg):
             retry = {"Retry-After": str(self.cfg.retry_after)}
             return await reject(status, f"Simulated {status}.", retry)
@@ -353,10 +336,7 @@ class SimEngine:
             ("prompt_tokens_total", "counter", self.counters["prompt"]),
             ("generation_tokens_total", "counter", self.counters["gen"]),
         ]
-        lines = []
-        for name, kind, value in rows:
-            lines += [f"# TYPE vllm:{name} {kind}", f"vllm:{name}{label} {float(value)}"]
-        return "\n".join(lines) + "\n"
+        return prometheus_text(label, rows)
 
 
 def build_app(config: SimConfig | None = None) -> Starlette:
