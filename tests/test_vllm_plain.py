@@ -174,7 +174,7 @@ def test_the_simulator_agrees_with_vllm_where_both_apply(server, sim):
         "tools, none": {"tools": [DELEGATE_TOOL], "tool_choice": "none", **usage},
     }
     for name, extra in cases.items():
-        body = {"model": "tiny", "messages": ask, "max_tokens": 600, "stream": True, **extra}
+        body = {"model": "tiny", "messages": ask, "max_tokens": 2000, "stream": True, **extra}
         real, simulated = _sse(server.url, body), _sse(sim, body)
         assert real[0] == simulated[0], (name, real, simulated)
         if real[0] != 200:
@@ -183,7 +183,7 @@ def test_the_simulator_agrees_with_vllm_where_both_apply(server, sim):
             continue
         assert _shape(real[1]) == _shape(simulated[1]), name
     assert _shape(_sse(server.url, {"model": "tiny", "messages": ask, "stream": True,
-                                    "max_tokens": 600})[1])["text_keys"] == ["content", "reasoning"]
+                                    "max_tokens": 2000})[1])["text_keys"] == ["content", "reasoning"]
     real_models = httpx.get(server.url + "/models").json()["data"][0]
     sim_models = httpx.get(sim + "/models").json()["data"][0]
     needed = {"id", "object", "created", "owned_by", "root", "parent", "max_model_len"}

@@ -34,7 +34,7 @@ QUEUED = 2
 FILL_TOKENS = 32768
 """At most this many (fitted to the context): fillers must outlast the probe on a fast engine;
 they are closed, and so aborted, when it ends."""
-WAIT_S = 20.0
+WAIT_S = 60.0
 """How long any one observation may take (a queue showing in /metrics, a first token)."""
 WARM_S = 120.0
 FLAG = "--scheduling-policy priority"
@@ -199,7 +199,7 @@ class PriorityProbe:
 
     async def _metrics(self) -> EngineMetrics | None:
         try:
-            r = await self.client.get(self.metrics_url, timeout=5.0)
+            r = await self.client.get(self.metrics_url, timeout=15.0)
         except httpx.HTTPError:
             return None
         if r.status_code != 200:
