@@ -39,6 +39,7 @@ TIERS = {
     "test_engine": ("process",),
     "test_hardening": ("process", "model"),
     "test_jobs": ("process",),
+    "test_openai_api": ("process", "model"),
     "test_router": ("model",),
     "test_security": ("process", "model"),
     "test_simengine": ("process",),

@@ -66,7 +66,12 @@ class ChatService:
         self.prompts = prompts
         self.jobs = jobs
 
-    def history(self, conversation_id: str | None) -> list[tuple[str, str]]:
+    def history(
+        self, conversation_id: str | None, given: tuple[tuple[str, str], ...] | None = None
+    ) -> list[tuple[str, str]]:
+        """`given` (a client's own history) if there is one, else the stored conversation's."""
+        if given is not None:
+            return list(given)
         if not conversation_id:
             return []
         return [
@@ -82,13 +87,19 @@ class ChatService:
         conversation_id: str | None = None,
         force_deep: bool = False,
         deep_inline: bool = False,
+        decision: RouteDecision | None = None,
+        history: tuple[tuple[str, str], ...] | None = None,
+        max_tokens: int | None = None,
     ) -> AsyncIterator[TurnEvent]:
         """Route and answer `text`. A deep decision becomes a job unless `deep_inline` (the CLI
-        waits instead). Ends with a "done" event; the turn is not stored here."""
+        waits instead). `decision`: the lane chosen by the caller, not routed. `history`: the
+        conversation as the caller sent it, not as stored. Ends with a "done" event; the turn
+        is not stored here."""
         text = check_text(text, self.settings.max_text_chars)
         t0 = now_ms()
-        # the classifier is CPU work (an encoder pass): off the event loop, like STT and TTS
-        decision = await asyncio.to_thread(self.router.decide, text, explicit=force_deep)
+        if decision is None:
+            # the classifier is CPU work (an encoder pass): off the event loop, like STT and TTS
+            decision = await asyncio.to_thread(self.router.decide, text, explicit=force_deep)
         rec.set("route", now_ms() - t0)
         yield TurnEvent("route", decision=decision)
         result: TurnResult
@@ -97,7 +108,8 @@ class ChatService:
         else:
             lane = self.settings.deep if decision.lane == "deep" else self.settings.chat
             result = TurnResult("", decision.lane, decision.reason, None)
-            run = self._run(text, lane, decision, conversation_id, result, rec)
+            past = self.history(conversation_id, history)
+            run = self._run(text, lane, decision, past, result, rec, max_tokens, history)
             async with contextlib.aclosing(run) as events:
                 async for event in events:
                     yield event
@@ -121,13 +133,26 @@ class ChatService:
         text: str,
         lane: LaneConfig,
         decision: RouteDecision,
-        conversation_id: str | None,
+        past: list[tuple[str, str]],
         result: TurnResult,
         rec: Recorder,
+        max_tokens: int | None = None,
+        given: tuple[tuple[str, str], ...] | None = None,
     ) -> AsyncIterator[TurnEvent]:
-        messages = self.prompts.chat(self.history(conversation_id), text, lane.history_tokens)
+        messages = self.prompts.chat(past, text, lane.history_tokens)
         if lane.name == "deep":
-            messages = self.prompts.deep(decision.text or text)
+            task = decision.text or text
+            # a client's own history stays with its deep request: a client resuming a cut
+            # answer ("continue where you stopped") needs it; stored chat history does not
+            messages = (
+                self.prompts.deep(task)
+                if given is None
+                else [
+                    Message("system", self.prompts.delegate),
+                    *self.prompts.chat(past, task, lane.history_tokens)[1:],
+                ]
+            )
+        budget = {"max_tokens": min(max_tokens, lane.max_tokens)} if max_tokens else {}
         tools = None
         if lane.name == "chat" and self.engine.kind in ("vllm", "openai"):
             from assistant.routing.router import DELEGATE_TOOL
@@ -135,14 +160,14 @@ class ChatService:
             tools = [DELEGATE_TOOL]
         reply = Reply()
         try:
-            first = self._attempt(messages, lane, result, reply, rec, tools=tools)
+            first = self._attempt(messages, lane, result, reply, rec, tools=tools, **budget)
             async with contextlib.aclosing(first) as events:
                 async for event in events:
                     yield event
             if reply.exhausted and lane.name == "chat":
                 # the budget went on reasoning: once more with thinking off, never more
                 reply = Reply()
-                again = self._attempt(messages, lane, result, reply, rec, thinking=False)
+                again = self._attempt(messages, lane, result, reply, rec, thinking=False, **budget)
                 async with contextlib.aclosing(again) as events:
                     async for event in events:
                         yield event

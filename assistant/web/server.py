@@ -156,14 +156,19 @@ def serve(settings: Settings, host: str = "127.0.0.1", port: int = 7860) -> int:
 
 
 def add_routes(app: Any, rt: Runtime, speech: SpeechModels, utterances: Utterances) -> None:
-    """The app's own routes beside Gradio's: `/metrics` (`assistant.web.metrics_route`) and
-    the hands-free microphone stream `/listen` (`assistant.web.listen_route`)."""
+    """The app's own routes beside Gradio's: `/metrics` (`assistant.web.metrics_route`),
+    the hands-free microphone stream `/listen` (`assistant.web.listen_route`) and the
+    OpenAI-compatible `/v1/...` (`assistant.web.openai_route`)."""
     from assistant.web.metrics_route import add_metrics_route
 
     add_metrics_route(app, rt)
     from assistant.web.listen_route import add_listen_route
 
     add_listen_route(app, rt.settings, speech, utterances)
+    # the OpenAI-compatible API: a turn per request, outside Gradio's queue
+    from assistant.web.openai_route import add_openai_routes
+
+    add_openai_routes(app, rt.turns, rt.conversations, rt.settings)
 
 
 QUEUE_POLL_S = 0.005
