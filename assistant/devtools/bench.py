@@ -10,7 +10,13 @@ from assistant.settings import Settings
 
 
 def run_bench(
-    which: str, settings: Settings, *, as_json: bool, rounds: int | None, live: bool = False
+    which: str,
+    settings: Settings,
+    *,
+    as_json: bool,
+    rounds: int | None,
+    live: bool = False,
+    api: str = "gradio",
 ) -> int:
     if which == "qos":
         from assistant.devtools.qosbench import bench_qos
@@ -23,7 +29,7 @@ def run_bench(
     else:
         from assistant.devtools.loadbench import bench_load
 
-        result = bench_load(settings, rounds)
+        result = bench_load(settings, rounds, api)
     if as_json:
         sys.stdout.write(json.dumps(result) + "\n")
     else:
