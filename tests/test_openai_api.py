@@ -125,7 +125,8 @@ def test_a_streamed_turn_comes_in_standard_chunks_ending_with_the_decision(app: 
     contents = [
         c.choices[0].delta.content for c in chunks if c.choices and c.choices[0].delta.content
     ]
-    assert len(contents) > 5  # token by token, not one lump
+    # in pieces as they come (several tokens a piece: one write per 50 ms), not one lump
+    assert len(contents) > 1
     assert chunks[0].choices[0].delta.role == "assistant"
     final = next(c for c in chunks if c.choices and c.choices[0].finish_reason)
     assert final.choices[0].finish_reason == "stop"

@@ -6,7 +6,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator
@@ -17,6 +16,7 @@ from assistant.engine.fold import Fold, folded
 from assistant.engine.lanes import LaneScheduler
 from assistant.errors import AssistantError, BadInput, BudgetExhausted
 from assistant.records import Message, Reply, RouteDecision, TurnEvent, TurnResult, now_ms
+from assistant.routing.batch import RouteBatcher
 from assistant.settings import LaneConfig, Settings
 from assistant.store.db import Store
 from assistant.turns.prompt import Prompts
@@ -65,6 +65,7 @@ class ChatService:
         self.store = store
         self.prompts = prompts
         self.jobs = jobs
+        self.batcher = RouteBatcher()
 
     def history(
         self, conversation_id: str | None, given: tuple[tuple[str, str], ...] | None = None
@@ -98,8 +99,9 @@ class ChatService:
         text = check_text(text, self.settings.max_text_chars)
         t0 = now_ms()
         if decision is None:
-            # the classifier is CPU work (an encoder pass): off the event loop, like STT and TTS
-            decision = await asyncio.to_thread(self.router.decide, text, explicit=force_deep)
+            # the classifier is CPU work (an encoder pass): off the event loop, like STT and
+            # TTS, and one pass for the requests of all turns that are routing at once
+            decision = await self.batcher.decide(self.router, text, explicit=force_deep)
         rec.set("route", now_ms() - t0)
         yield TurnEvent("route", decision=decision)
         result: TurnResult

@@ -54,6 +54,8 @@ RETRY_AFTER_S = 2
 """What a refused client is told to wait before trying again."""
 THREADS_KEPT = 10_000
 """Conversations remembered by their history, most recent first (memory stays bounded)."""
+STREAM_EVERY_S = 0.05
+"""Streamed deltas are sent at most this often (the page's rate); the first one at once."""
 WAIT_HEADER = "x-assistant-wait"
 CONVERSATION_HEADER = "x-assistant-conversation"
 EFFORT_LANES = {"none": "chat", "minimal": "chat", "low": "chat", "high": "deep"}
@@ -522,32 +524,59 @@ class OpenAIRoute:
                     yield event
 
         streamed = ""
+        out = [chunk({"role": "assistant", "content": ""})]
+        pending: list[list[str]] = []  # [kind, text]: deltas not yet sent, same kinds merged
+        sent_at = 0.0  # the first token goes out at once
+
+        def take() -> None:
+            out.extend(chunk({kind: text}) for kind, text in pending)
+            pending.clear()
+
+        def flush() -> bytes:
+            take()
+            data = b"".join(out)
+            out.clear()
+            return data
+
         try:
-            yield chunk({"role": "assistant", "content": ""})
             async for event in turn():
-                if event.kind == "content" and event.text:
-                    streamed += event.text
-                    yield chunk({"content": event.text})
-                elif event.kind == "reasoning" and event.text:
-                    yield chunk({"reasoning": event.text})
+                if event.kind in ("content", "reasoning") and event.text:
+                    if event.kind == "content":
+                        streamed += event.text
+                    if pending and pending[-1][0] == event.kind:
+                        pending[-1][1] += event.text
+                    else:
+                        pending.append([event.kind, event.text])
+                    now = time.monotonic()
+                    # one write per STREAM_EVERY_S, not per token: each write is a trip
+                    # through the middleware, the event loop and a syscall
+                    if now - sent_at >= STREAM_EVERY_S:
+                        sent_at = now
+                        yield flush()
                 elif event.kind == "done" and event.result is not None:
                     done = event.result
                     self.threads.remember(owner, ask.after(done), cid)
                     if done.error and not done.reply:
                         # reasoning may have streamed, but no answer came: an error, not a
                         # silent empty success (the SDK raises it as an APIError)
-                        yield sse(result_error(done).body())
+                        take()
+                        out.append(sse(result_error(done).body()))
+                        yield flush()
                         return
                     tail = unsent(done.reply, streamed)
                     if tail:  # the hand-off sentence of a delegation
-                        yield chunk({"content": tail})
-                    yield chunk({}, finish_of(done), assistant=extra_of(done, cid))
+                        pending.append(["content", tail])
+                    take()
+                    out.append(chunk({}, finish_of(done), assistant=extra_of(done, cid)))
                     if ask.usage:
                         usage = usage_of(ask.history, ask.text, done)
-                        yield sse({**base, "choices": [], "usage": usage})
-            yield b"data: [DONE]\n\n"
+                        out.append(sse({**base, "choices": [], "usage": usage}))
+            out.append(b"data: [DONE]\n\n")
+            yield flush()
         except AssistantError as e:
-            yield sse(api_error(e).body())
+            take()
+            out.append(sse(api_error(e).body()))
+            yield flush()
         finally:
             with contextlib.suppress(Exception):
                 await events.aclose()  # type: ignore[attr-defined]
