@@ -448,6 +448,59 @@ def stored_check(db: Path, sessions: list[dict[str, Any]]) -> dict[str, Any]:
         store.close()
 
 
+READER_STREAMS = 60
+
+
+async def reader_costs(engine_url: str, n: int | None = None) -> dict[str, Any]:
+    """CPU in this process per streamed reply of the bench's shape, read from the same engine
+    by the official client's typed chunks and by the app's lean reader (`engine.sse`): the
+    per-chunk parsing the app pays on every turn, compared in the same run."""
+    from openai import AsyncOpenAI
+
+    from assistant.engine.sse import LeanClient
+
+    n = n or READER_STREAMS
+    messages = [{"role": "user", "content": "Quick question: what is the capital of France?"}]
+    out: dict[str, Any] = {"n": n}
+    sdk = AsyncOpenAI(base_url=engine_url, api_key="x", max_retries=0)
+    for name, client in (("sdk", sdk), ("lean", LeanClient(sdk))):
+        chunks = 0
+        for i in range(n + 3):  # three unmeasured: first-use costs
+            if i == 3:
+                cpu0, chunks = time.process_time(), 0
+            stream = await client.chat.completions.create(
+                model="sim-model", messages=messages, stream=True, max_tokens=64
+            )
+            async for _ in stream:
+                chunks += 1
+            await stream.close()
+        out[f"{name}_cpu_ms_per_reply"] = round((time.process_time() - cpu0) * 1000 / n, 2)
+        out["chunks_per_reply"] = round(chunks / n, 1)
+    await sdk.close()
+    return out
+
+
+def router_costs(n: int = 64) -> dict[str, Any]:
+    """CPU per routing decision in this process: one at a time, as a lone turn routes, and in
+    the batches `routing.batch` forms from concurrent turns. (Caching by text saves nothing
+    here: every request of the bench, like a real conversation's, is new.)"""
+    from assistant.routing.router import Router
+
+    router = Router.load().warm()
+    texts = [f"Quick question: what is the capital of France? (user {i}, turn 0)" for i in range(n)]
+    out: dict[str, Any] = {"n": n}
+    cpu0 = time.process_time()
+    for t in texts:
+        router.decide(t)
+    out["one_at_a_time_cpu_ms"] = round((time.process_time() - cpu0) * 1000 / n, 2)
+    for size in (4, 8, 16):
+        cpu0 = time.process_time()
+        for i in range(0, n, size):
+            router.decide_many(texts[i : i + size])
+        out[f"batch_{size}_cpu_ms"] = round((time.process_time() - cpu0) * 1000 / n, 2)
+    return out
+
+
 def bench_load(settings: Settings, rounds: int | None, api: str = "gradio") -> dict:
     turns = rounds or TURNS
     ways = WAYS[api]
@@ -458,6 +511,11 @@ def bench_load(settings: Settings, rounds: int | None, api: str = "gradio") -> d
         app_process(engine.url, Path(tmp)) as (url, pid),
     ):
         run = asyncio.run(drive(url, pid, engine.pid, turns, ways))
+        if api == "openai":  # what the app's engine reader and router cost, same run
+            run["costs"] = {
+                "engine_reader": asyncio.run(reader_costs(engine.url)),
+                "router": router_costs(),
+            }
         db = Path(tmp) / "assistant.db"
         checked = {
             way: stored_check(db, r["alone"] + r["loaded"]) for way, r in run["ways"].items()
@@ -540,6 +598,7 @@ def report(
         "cpu_target": main["cpu_target"],
         "chat_errors": main["chat_errors"],
         "ways": ways,
+        **({"costs": run["costs"]} if "costs" in run else {}),
         "wall_s": round(wall_s, 1),
         "app_rss_mb": {"start": round(rss_start), "peak": round(peak), "end": round(rss_end)},
     }
