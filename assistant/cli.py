@@ -236,7 +236,7 @@ def parser() -> argparse.ArgumentParser:
     s.set_defaults(fn=cmd_doctor)
 
     s = sub.add_parser("bench", help="benchmarks")
-    s.add_argument("which", choices=["qos", "voice", "load"])
+    s.add_argument("which", choices=["qos", "voice", "load", "idle"])
     s.add_argument("--json", action="store_true")
     s.add_argument("--rounds", type=int, default=None, help="samples per condition")
     s.add_argument(

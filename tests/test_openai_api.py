@@ -296,6 +296,35 @@ def test_excess_requests_are_refused_with_429_and_retry_after(app: App) -> None:
     )
 
 
+def test_a_client_leaving_mid_stream_stops_the_turn_keeps_it_and_frees_its_place(
+    app: App,
+) -> None:
+    text = "Tell me a long story about a lighthouse keeper."
+    body = {"model": MODEL, "messages": [{"role": "user", "content": text}], "stream": True}
+    with httpx.stream("POST", app.url + "v1/chat/completions", json=body, timeout=30) as r:
+        assert r.status_code == 200
+        first = next(r.iter_lines())
+        assert first.startswith("data: ")
+    # the app noticed: the turn is stored as stopped, with what had streamed
+    deadline = time.monotonic() + 20
+    kept = None
+    while time.monotonic() < deadline and kept is None:
+        for turns in stored(app, "local").values():
+            kept = next((r for u, r in turns if u == text), kept)
+        time.sleep(0.2)
+    assert kept is not None and kept.incomplete and "stopped" in (kept.error or "")
+
+    # and its place is free again: MAX_QUEUE requests at once are all answered
+    async def burst() -> list[Any]:
+        oa = AsyncOpenAI(base_url=app.url + "v1", api_key="x", max_retries=0, timeout=60)
+        ask = [{"role": "user", "content": "hello"}]
+        return await asyncio.gather(
+            *(oa.chat.completions.create(model=MODEL, messages=ask) for _ in range(MAX_QUEUE))
+        )
+
+    assert all(c.choices[0].message.content for c in asyncio.run(burst()))
+
+
 def test_a_forwarded_request_is_not_loopback(app: App) -> None:
     oa = client(app, default_headers={"X-Forwarded-For": "203.0.113.9"})
     with pytest.raises(openai.PermissionDeniedError, match="loopback"):

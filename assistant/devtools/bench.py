@@ -1,5 +1,5 @@
-"""`assistant bench qos|voice|load`: the benchmarks. Speed is measured here, never asserted in
-tests. Each lives in its own module (`qosbench`, `voicebench`, `loadbench`)."""
+"""`assistant bench qos|voice|load|idle`: the benchmarks. Speed is measured here, never asserted in
+tests. Each lives in its own module (`qosbench`, `voicebench`, `loadbench`, `idlebench`)."""
 
 from __future__ import annotations
 
@@ -26,6 +26,10 @@ def run_bench(
         from assistant.devtools.voicebench import bench_voice
 
         result = bench_voice(settings, rounds, live=live)
+    elif which == "idle":
+        from assistant.devtools.idlebench import bench_idle
+
+        result = bench_idle(settings, rounds)
     else:
         from assistant.devtools.loadbench import bench_load
 
