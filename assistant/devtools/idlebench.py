@@ -97,8 +97,10 @@ def page_open(url: str) -> Iterator[None]:
         browser = pw.chromium.launch(executable_path=str(CHROMIUM), headless=True)
         try:
             page = browser.new_page()
-            page.goto(url, wait_until="networkidle", timeout=120_000)
-            time.sleep(3.0)  # the page's own start-up calls are over
+            # not "networkidle": the page keeps a stream open to the server for good
+            page.goto(url, wait_until="load", timeout=120_000)
+            page.wait_for_selector("textarea", timeout=120_000)
+            time.sleep(5.0)  # the page's own start-up calls are over
             yield
         finally:
             browser.close()

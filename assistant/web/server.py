@@ -191,6 +191,10 @@ def quiet_queue(demo: Any) -> None:
             log.warning("Gradio's queue has no %s; idle polling stays at its default", name)
             continue
         setattr(queue, name, value)
+    # and with nothing to do it waits to be woken rather than polling (assistant.web.queue_wake)
+    from assistant.web.queue_wake import wake_on_work
+
+    wake_on_work(queue)
 
 
 def _stop_on_signals() -> threading.Event:
