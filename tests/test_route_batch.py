@@ -43,6 +43,7 @@ async def test_concurrent_decisions_share_passes_and_match_one_at_a_time() -> No
     assert [d.lane for d in decisions] == [router.decide(t).lane for t in TEXTS * 5]
     assert sum(router.passes) == len(TEXTS) * 5 and len(router.passes) < len(TEXTS) * 5
     assert max(router.passes) <= batcher.max_batch
+    assert not batcher._tasks  # every pass ended with the work
     # alone: a pass of its own, started at once
     router.passes.clear()
     assert (await batcher.decide(router, "hi")).lane == "chat" and router.passes == [1]

@@ -20,6 +20,9 @@ if TYPE_CHECKING:
 
 MAX_BATCH = 16
 """Requests per encoder pass at most (beyond it the saving per request is small)."""
+PASSES = 2
+"""Encoder passes at once at most: one per core of the machines this runs on (two), so a
+burst of turns is not routed one batch after another on a single core."""
 
 
 @dataclass
@@ -34,8 +37,9 @@ class RouteBatcher:
     """`await batcher.decide(router, text)`: the router's decision, batched with others'."""
 
     max_batch: int = MAX_BATCH
+    passes: int = PASSES
     _waiting: list[_Waiting] = field(default_factory=list)
-    _task: asyncio.Task | None = None
+    _tasks: set[asyncio.Task] = field(default_factory=set)
     _loop: asyncio.AbstractEventLoop | None = None
 
     async def decide(self, router: Router, text: str, *, explicit: bool = False) -> RouteDecision:
@@ -43,11 +47,13 @@ class RouteBatcher:
             return router.decide(text, explicit=True)
         loop = asyncio.get_running_loop()
         if loop is not self._loop:  # a new loop (the CLI runs one per command): start afresh
-            self._loop, self._waiting, self._task = loop, [], None
+            self._loop, self._waiting, self._tasks = loop, [], set()
         waiting = _Waiting(router, text, loop.create_future())
         self._waiting.append(waiting)
-        if self._task is None or self._task.done():
-            self._task = loop.create_task(self._run(), name="route-batch")
+        if len(self._tasks) < self.passes:
+            task = loop.create_task(self._run(), name="route-batch")
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
         return await waiting.decided
 
     async def _run(self) -> None:
