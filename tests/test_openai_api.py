@@ -83,6 +83,14 @@ def stored(app: App, owner: str) -> dict[str, list[tuple[str, Any]]]:
         store.close()
 
 
+def conversation_rows(app: App) -> int:
+    store = Store(app.data_dir / "assistant.db")
+    try:
+        return len(store._query("SELECT id FROM conversations"))
+    finally:
+        store.close()
+
+
 QUESTION = "What is the capital of France?"
 
 
@@ -251,11 +259,13 @@ def test_bad_requests_get_openai_errors(
     app: App, kwargs: dict, error: type, words: str, stream: bool
 ) -> None:
     ask = {"model": MODEL, "messages": [{"role": "user", "content": "hi"}], **kwargs}
+    before = conversation_rows(app)
     with pytest.raises(error) as caught:
         out = client(app).chat.completions.create(**ask, stream=stream)
         list(out) if stream else None
     assert words in caught.value.message
     assert caught.value.body["message"] and caught.value.body["type"]  # {"error": {...}}
+    assert conversation_rows(app) == before  # no empty conversation left behind
 
 
 def test_not_json_and_too_big_bodies_are_refused(app: App) -> None:

@@ -40,6 +40,7 @@ from starlette.types import Receive, Scope, Send
 from assistant.errors import AssistantError, BadInput, Busy, EngineError, EngineUnavailable
 from assistant.records import RouteDecision, TurnEvent, TurnResult, now_ms
 from assistant.settings import Settings
+from assistant.turns.chat import check_text
 from assistant.turns.conversations import Conversations
 from assistant.turns.pipeline import Pipeline, TurnRequest
 from assistant.web.metrics_route import FORWARDED
@@ -465,6 +466,8 @@ class OpenAIRoute:
         events: AsyncIterator[TurnEvent] | None = None
         streaming = False  # once true, the stream's body closes the turn and leaves
         try:
+            # refused text must not leave an empty conversation behind
+            check_text(ask.text, self.settings.max_text_chars)
             cid = self.threads.find(owner, ask.history, ask.conversation)
             turn = TurnRequest(
                 text=ask.text,
