@@ -181,7 +181,13 @@ def cmd_bench(args: argparse.Namespace, settings: Settings) -> int:
     from assistant.devtools.bench import run_bench
 
     return run_bench(
-        args.which, settings, as_json=args.json, rounds=args.rounds, live=args.live, api=args.api
+        args.which,
+        settings,
+        as_json=args.json,
+        rounds=args.rounds,
+        live=args.live,
+        api=args.api,
+        soak=args.soak,
     )
 
 
@@ -249,6 +255,13 @@ def parser() -> argparse.ArgumentParser:
         choices=["gradio", "openai"],
         default="gradio",
         help="load: the way in (openai: the OpenAI endpoint, beside Gradio's in the same run)",
+    )
+    s.add_argument(
+        "--soak",
+        type=int,
+        default=0,
+        metavar="TURNS",
+        help="load: instead, TURNS turns through each way in, the app's memory as it goes",
     )
     s.set_defaults(fn=cmd_bench)
     return p

@@ -195,3 +195,24 @@ def test_the_bench_runs_end_to_end_against_the_real_app(
         assert way["jobs_done"] == 2 and way["jobs_lost"] == 0
         assert way["alone"]["app_cpu_ms_per_turn"] > 0
         assert "total" in way["loaded"]["app_stages_ms"]
+
+
+async def test_the_soak_reads_the_memory_after_warm_up_and_as_it_goes(monkeypatch) -> None:
+    monkeypatch.setattr(loadbench, "SOAK_CLIENTS", 2)
+    monkeypatch.setattr(loadbench, "SOAK_WARMUP", 50)
+    monkeypatch.setattr(loadbench, "SOAK_EVERY", 100)
+    calls: list[bool] = []
+
+    async def fake_session(http, way, index, turns, fresh=False, **kw):
+        calls.append(fresh)
+        return {"errors": []}
+
+    rss = iter(range(500, 10_000, 10))
+    monkeypatch.setattr(loadbench, "session", fake_session)
+    monkeypatch.setattr(loadbench, "rss_mb", lambda pid: float(next(rss)))
+    out = await loadbench.soak_way(None, "gradio", 1, 300)  # type: ignore[arg-type]
+    assert out["turns"] == 300 and out["errors"] == 0
+    assert [n for n, _ in out["rss_mb_curve"]][:2] == [0, 50]  # the start, then warm-up
+    assert all(calls)  # a fresh Gradio session per call: the worst case
+    assert out["grew_mb"] == out["end_mb"] - out["after_warmup_mb"]
+    assert out["target"]["ok"] is (out["grew_mb"] <= loadbench.SOAK_LIMIT_MB)

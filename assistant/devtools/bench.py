@@ -17,6 +17,7 @@ def run_bench(
     rounds: int | None,
     live: bool = False,
     api: str = "gradio",
+    soak: int = 0,
 ) -> int:
     if which == "qos":
         from assistant.devtools.qosbench import bench_qos
@@ -33,7 +34,7 @@ def run_bench(
     else:
         from assistant.devtools.loadbench import bench_load
 
-        result = bench_load(settings, rounds, api)
+        result = bench_load(settings, rounds, api, soak)
     if as_json:
         sys.stdout.write(json.dumps(result) + "\n")
     else:

@@ -126,11 +126,15 @@ class Gradio:
 
     name = "gradio"
 
-    def __init__(self) -> None:
+    def __init__(self, fresh: bool = False) -> None:
         self.hash = uuid.uuid4().hex[:11]
         self.cid = ""
+        self.fresh = fresh
+        """A new Gradio session for every call, as clients that keep none do (the soak)."""
 
     async def turn(self, http: httpx.AsyncClient, text: str) -> dict[str, Any]:
+        if self.fresh:
+            self.hash = uuid.uuid4().hex[:11]
         out = await call(http, "chat", text, self.cid, False, session=self.hash)
         self.cid = out["conversation_id"]
         return out
@@ -145,7 +149,7 @@ class OpenAI:
 
     name = "openai"
 
-    def __init__(self) -> None:
+    def __init__(self, fresh: bool = False) -> None:
         self.messages: list[dict[str, str]] = []
 
     async def turn(self, http: httpx.AsyncClient, text: str) -> dict[str, Any]:
@@ -200,6 +204,7 @@ async def session(
     turns: int,
     cpu_pid: int | None = None,
     marks: list[tuple[float, bool]] | None = None,
+    fresh: bool = False,
 ) -> dict[str, Any]:
     """One user's turns in one conversation through `way`; records every turn's latency
     (failed ones too), and (with `cpu_pid`) appends the app's CPU time after each turn and
@@ -210,7 +215,7 @@ async def session(
     errors: list[str] = []
     returned: list[tuple[str, str]] = []
     ok = 0
-    client = CLIENTS[way]()
+    client = CLIENTS[way](fresh)
     for t in range(turns):
         text = f"Quick question: what is the capital of France? (user {index}, turn {t})"
         start = time.perf_counter()
@@ -449,6 +454,64 @@ def stored_check(db: Path, sessions: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 READER_STREAMS = 60
+SOAK_CLIENTS = 8
+SOAK_CONVERSATION = 25
+SOAK_WARMUP = 200
+SOAK_EVERY = 500
+SOAK_LIMIT_MB = 50.0
+
+
+async def soak_way(http: httpx.AsyncClient, way: str, pid: int, total: int) -> dict[str, Any]:
+    """`total` turns through `way` by SOAK_CLIENTS clients, a new conversation every
+    SOAK_CONVERSATION turns (on Gradio's API a new session every call, the worst case): the
+    app's RSS after SOAK_WARMUP turns and then every SOAK_EVERY, against the post-warm-up RSS."""
+    done, errors = 0, 0
+    curve: list[tuple[int, float]] = [(0, rss_mb(pid))]
+    marks = iter([SOAK_WARMUP, *range(SOAK_EVERY, total + SOAK_EVERY, SOAK_EVERY)])
+    mark = next(marks)
+
+    async def client(c: int) -> None:
+        nonlocal done, errors, mark
+        while done < total:
+            n = min(SOAK_CONVERSATION, total - done)
+            s = await session(http, way, 1000 + c, n, fresh=True)
+            errors += len(s["errors"])
+            done += n
+            while done >= mark:
+                curve.append((done, rss_mb(pid)))
+                mark = next(marks, 1 << 62)
+
+    await asyncio.gather(*(client(c) for c in range(SOAK_CLIENTS)))
+    warm = next((mb for n, mb in curve if n >= SOAK_WARMUP), curve[-1][1])
+    end = rss_mb(pid)
+    return {
+        "turns": done,
+        "errors": errors,
+        "rss_mb_curve": [[n, round(mb)] for n, mb in curve] + [[done, round(end)]],
+        "after_warmup_mb": round(warm),
+        "end_mb": round(end),
+        "grew_mb": round(end - warm, 1),
+        "target": {
+            "rule": f"end within {SOAK_LIMIT_MB:g} MB of the RSS after warm-up, no error",
+            "ok": end - warm <= SOAK_LIMIT_MB and errors == 0,
+        },
+    }
+
+
+def bench_soak(total: int) -> dict[str, Any]:
+    """Both ways in, one after the other, on one app."""
+
+    async def run(url: str, pid: int) -> dict[str, Any]:
+        limits = httpx.Limits(max_connections=SOAK_CLIENTS * 2)
+        async with httpx.AsyncClient(base_url=url, limits=limits, timeout=CALL_TIMEOUT_S) as h:
+            return {way: await soak_way(h, way, pid, total) for way in ("gradio", "openai")}
+
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        running(ENGINE_CMD, ready_line=True, timeout_s=30) as engine,
+        app_process(engine.url, Path(tmp)) as (url, pid),
+    ):
+        return {"bench": "load", "soak": asyncio.run(run(url, pid))}
 
 
 async def reader_costs(engine_url: str, n: int | None = None) -> dict[str, Any]:
@@ -501,7 +564,9 @@ def router_costs(n: int = 64) -> dict[str, Any]:
     return out
 
 
-def bench_load(settings: Settings, rounds: int | None, api: str = "gradio") -> dict:
+def bench_load(settings: Settings, rounds: int | None, api: str = "gradio", soak: int = 0) -> dict:
+    if soak:
+        return bench_soak(soak)
     turns = rounds or TURNS
     ways = WAYS[api]
     started = time.perf_counter()

@@ -28,6 +28,9 @@ if TYPE_CHECKING:  # gradio loads only when the app serves
 
 log = logging.getLogger(__name__)
 
+SESSION_STATES = 256
+"""Gradio sessions whose state is kept, the least recently used dropped first (an open page
+uses its own every few seconds, on its timers): the memory stays bounded (~50 MB)."""
 SHUTDOWN_GRACE_S = 3.0
 """Open page connections (streams, timers) get this long to end when the server stops."""
 
@@ -132,6 +135,9 @@ def serve(settings: Settings, host: str = "127.0.0.1", port: int = 7860) -> int:
             # Gradio runs at most max_threads events at once across the app (40 by default),
             # whatever the per-event limit: as many as may wait, like that limit
             max_threads=max(40, settings.max_queue),
+            # every session (a page, an API client's session hash) costs ~190 KB of Gradio
+            # state, kept for the 10,000 most recent by default: about 2 GB
+            state_session_capacity=SESSION_STATES,
             app_kwargs={
                 "lifespan": lifespan(rt, speech, utterances),
                 "middleware": edge_middleware(settings),
