@@ -187,6 +187,8 @@ def cmd_bench(args: argparse.Namespace, settings: Settings) -> int:
         rounds=args.rounds,
         live=args.live,
         vllm=args.vllm,
+        api=args.api,
+        soak=args.soak,
     )
 
 
@@ -247,7 +249,7 @@ def parser() -> argparse.ArgumentParser:
     s.set_defaults(fn=cmd_doctor)
 
     s = sub.add_parser("bench", help="benchmarks")
-    s.add_argument("which", choices=["qos", "voice", "load"])
+    s.add_argument("which", choices=["qos", "voice", "load", "idle"])
     s.add_argument("--json", action="store_true")
     s.add_argument("--rounds", type=int, default=None, help="samples per condition")
     s.add_argument(
@@ -259,6 +261,19 @@ def parser() -> argparse.ArgumentParser:
         "--vllm",
         action="store_true",
         help="qos: on real vLLM servers (FCFS and priority; needs scripts/setup_vllm.sh)",
+    )
+    s.add_argument(
+        "--api",
+        choices=["gradio", "openai"],
+        default="gradio",
+        help="load: the way in (openai: the OpenAI endpoint, beside Gradio's in the same run)",
+    )
+    s.add_argument(
+        "--soak",
+        type=int,
+        default=0,
+        metavar="TURNS",
+        help="load: instead, TURNS turns through each way in, the app's memory as it goes",
     )
     s.set_defaults(fn=cmd_bench)
     return p

@@ -12,6 +12,7 @@ import pytest
 from openai import AsyncOpenAI
 
 from assistant.engine.client import Engine
+from assistant.engine.sse import LeanClient
 from assistant.settings import Settings, load_settings
 from tests.simengine_proc import run_simengine
 
@@ -40,6 +41,7 @@ TIERS = {
     "test_engine": ("process",),
     "test_hardening": ("process", "model"),
     "test_jobs": ("process",),
+    "test_openai_api": ("process", "model"),
     "test_router": ("model",),
     "test_security": ("process", "model"),
     "test_simengine": ("process",),
@@ -96,5 +98,7 @@ def sim_engine(url: str, fault: str = "", kind: str = "vllm") -> Engine:
         default_headers=headers,
         http_client=httpx.AsyncClient(),
     )
+    # read as the app reads it (`build_client`): the lean SSE reader
+    client = LeanClient(client)  # type: ignore[assignment]
     # the runtime learns the context window from the engine's model list; so do these
     return Engine(client, kind=kind, model="sim-model", context=32768)

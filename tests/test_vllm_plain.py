@@ -182,8 +182,8 @@ def test_the_simulator_agrees_with_vllm_where_both_apply(server, sim):
             assert said[0] == said[1], said  # the simulator uses vLLM's own words
             continue
         assert _shape(real[1]) == _shape(simulated[1]), name
-    assert _shape(_sse(server.url, {"model": "tiny", "messages": ask, "stream": True,
-                                    "max_tokens": 2000})[1])["text_keys"] == ["content", "reasoning"]
+    plain = {"model": "tiny", "messages": ask, "stream": True, "max_tokens": 2000}
+    assert _shape(_sse(server.url, plain)[1])["text_keys"] == ["content", "reasoning"]
     real_models = httpx.get(server.url + "/models").json()["data"][0]
     sim_models = httpx.get(sim + "/models").json()["data"][0]
     needed = {"id", "object", "created", "owned_by", "root", "parent", "max_model_len"}

@@ -1,5 +1,5 @@
-"""`assistant bench qos|voice|load`: the benchmarks. Speed is measured here, never asserted in
-tests. Each lives in its own module (`qosbench`, `voicebench`, `loadbench`)."""
+"""`assistant bench qos|voice|load|idle`: the benchmarks. Speed is measured here, never asserted in
+tests. Each lives in its own module (`qosbench`, `voicebench`, `loadbench`, `idlebench`)."""
 
 from __future__ import annotations
 
@@ -17,6 +17,8 @@ def run_bench(
     rounds: int | None,
     live: bool = False,
     vllm: bool = False,
+    api: str = "gradio",
+    soak: int = 0,
 ) -> int:
     if which == "qos" and vllm:
         from assistant.devtools.qosbench_vllm import bench_qos_vllm
@@ -30,10 +32,14 @@ def run_bench(
         from assistant.devtools.voicebench import bench_voice
 
         result = bench_voice(settings, rounds, live=live)
+    elif which == "idle":
+        from assistant.devtools.idlebench import bench_idle
+
+        result = bench_idle(settings, rounds)
     else:
         from assistant.devtools.loadbench import bench_load
 
-        result = bench_load(settings, rounds)
+        result = bench_load(settings, rounds, api, soak)
     if as_json:
         sys.stdout.write(json.dumps(result) + "\n")
     else:

@@ -101,12 +101,16 @@ class Supervisor(Protocol):
 
 def build_client(base_url: str, api_key: str | None) -> AsyncOpenAI:
     """The one client for an engine. Its own retries are off: this module is the retry layer."""
-    return AsyncOpenAI(
+    client = AsyncOpenAI(
         base_url=base_url,
         api_key=api_key or "not-needed",
         max_retries=0,
         http_client=httpx.AsyncClient(limits=httpx.Limits(max_connections=256)),
     )
+    # streamed answers read by a plain SSE parser, not a typed model per chunk (engine.sse)
+    from assistant.engine.sse import LeanClient
+
+    return LeanClient(client)  # type: ignore[return-value]
 
 
 def _priority_rejected(err: openai.APIStatusError) -> bool:

@@ -189,12 +189,33 @@ class Router:
         ms = (time.perf_counter() - start) * 1000.0
         return RouteDecision(lane=lane, reason=reason, ms=ms, text=rest)
 
+    def decide_many(self, texts: Sequence[str]) -> list[RouteDecision]:
+        """`decide` for several requests at once: one encoder pass for all that need the
+        classifier (`routing.batch` gathers the requests of concurrent turns)."""
+        start = time.perf_counter()
+        found = [self._explicit((t or "").strip(), False) for t in texts]
+        need = [i for i, f in enumerate(found) if f is None]
+        if need:
+            p = self.classify([(texts[i] or "").strip() for i in need])
+            for i, p_deep in zip(need, p, strict=True):
+                found[i] = self._classified(float(p_deep), (texts[i] or "").strip())
+        ms = (time.perf_counter() - start) * 1000.0
+        return [RouteDecision(lane=f[0], reason=f[1], ms=ms, text=f[2]) for f in found]  # type: ignore[index]
+
     def classify(self, texts: Sequence[str]) -> np.ndarray:
         """P(deep) per text, the classifier alone (no cues)."""
         return self.head.p_deep(embed(self.encoder, texts))
 
     def _decide(self, text: str, explicit: bool) -> tuple[Lane, str, str]:
         text = (text or "").strip()
+        found = self._explicit(text, explicit)
+        if found is not None:
+            return found
+        return self._classified(float(self.classify([text])[0]), text)
+
+    @staticmethod
+    def _explicit(text: str, explicit: bool) -> tuple[Lane, str, str] | None:
+        """The decision when no classifier is needed (step 1, or nothing to classify)."""
         cue = match_cue(text)
         if explicit:
             return "deep", "explicit: Delegate action", cue[1] if cue else text
@@ -202,7 +223,10 @@ class Router:
             return "deep", f"cue: '{cue[0]}'", cue[1]
         if not text:
             return "chat", "empty request", ""
-        p = float(self.classify([text])[0])
+        return None
+
+    @staticmethod
+    def _classified(p: float, text: str) -> tuple[Lane, str, str]:
         lane: Lane = "deep" if p >= 0.5 else "chat"
         return lane, f"classifier {max(p, 1 - p):.2f}", text
 

@@ -6,7 +6,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator
@@ -17,6 +16,7 @@ from assistant.engine.fold import Fold, folded
 from assistant.engine.lanes import LaneScheduler
 from assistant.errors import AssistantError, BadInput, BudgetExhausted
 from assistant.records import Message, Reply, RouteDecision, TurnEvent, TurnResult, now_ms
+from assistant.routing.batch import RouteBatcher
 from assistant.settings import LaneConfig, Settings
 from assistant.store.db import Store
 from assistant.turns.guard import guarded
@@ -70,8 +70,14 @@ class ChatService:
         self.store = store
         self.prompts = prompts
         self.jobs = jobs
+        self.batcher = RouteBatcher()
 
-    def history(self, conversation_id: str | None) -> list[tuple[str, str]]:
+    def history(
+        self, conversation_id: str | None, given: tuple[tuple[str, str], ...] | None = None
+    ) -> list[tuple[str, str]]:
+        """`given` (a client's own history) if there is one, else the stored conversation's."""
+        if given is not None:
+            return list(given)
         if not conversation_id:
             return []
         return [
@@ -87,13 +93,20 @@ class ChatService:
         conversation_id: str | None = None,
         force_deep: bool = False,
         deep_inline: bool = False,
+        decision: RouteDecision | None = None,
+        history: tuple[tuple[str, str], ...] | None = None,
+        max_tokens: int | None = None,
     ) -> AsyncIterator[TurnEvent]:
         """Route and answer `text`. A deep decision becomes a job unless `deep_inline` (the CLI
-        waits instead). Ends with a "done" event; the turn is not stored here."""
+        waits instead). `decision`: the lane chosen by the caller, not routed. `history`: the
+        conversation as the caller sent it, not as stored. Ends with a "done" event; the turn
+        is not stored here."""
         text = check_text(text, self.settings.max_text_chars)
         t0 = now_ms()
-        # the classifier is CPU work (an encoder pass): off the event loop, like STT and TTS
-        decision = await asyncio.to_thread(self.router.decide, text, explicit=force_deep)
+        if decision is None:
+            # the classifier is CPU work (an encoder pass): off the event loop, like STT and
+            # TTS, and one pass for the requests of all turns that are routing at once
+            decision = await self.batcher.decide(self.router, text, explicit=force_deep)
         rec.set("route", now_ms() - t0)
         yield TurnEvent("route", decision=decision)
         result: TurnResult
@@ -102,7 +115,8 @@ class ChatService:
         else:
             lane = self.settings.deep if decision.lane == "deep" else self.settings.chat
             result = TurnResult("", decision.lane, decision.reason, None)
-            run = self._run(text, lane, decision, conversation_id, result, rec)
+            past = self.history(conversation_id, history)
+            run = self._run(text, lane, decision, past, result, rec, max_tokens, history)
             async with contextlib.aclosing(run) as events:
                 async for event in events:
                     yield event
@@ -126,13 +140,26 @@ class ChatService:
         text: str,
         lane: LaneConfig,
         decision: RouteDecision,
-        conversation_id: str | None,
+        past: list[tuple[str, str]],
         result: TurnResult,
         rec: Recorder,
+        max_tokens: int | None = None,
+        given: tuple[tuple[str, str], ...] | None = None,
     ) -> AsyncIterator[TurnEvent]:
-        messages = self.prompts.chat(self.history(conversation_id), text, lane.history_tokens)
+        messages = self.prompts.chat(past, text, lane.history_tokens)
         if lane.name == "deep":
-            messages = self.prompts.deep(decision.text or text)
+            task = decision.text or text
+            # a client's own history stays with its deep request: a client resuming a cut
+            # answer ("continue where you stopped") needs it; stored chat history does not
+            messages = (
+                self.prompts.deep(task)
+                if given is None
+                else [
+                    Message("system", self.prompts.delegate),
+                    *self.prompts.chat(past, task, lane.history_tokens)[1:],
+                ]
+            )
+        budget = {"max_tokens": min(max_tokens, lane.max_tokens)} if max_tokens else {}
         tools = None
         # an engine that refused tools once is not offered them again (the client warned)
         if lane.name == "chat" and self.engine.kind in ("vllm", "openai") and self.engine.tools_ok:
@@ -141,7 +168,7 @@ class ChatService:
             tools = [DELEGATE_TOOL]
         reply = Reply()
         try:
-            first = self._attempt(messages, lane, result, reply, rec, tools=tools)
+            first = self._attempt(messages, lane, result, reply, rec, tools=tools, **budget)
             async with contextlib.aclosing(first) as events:
                 async for event in events:
                     yield event
@@ -149,7 +176,7 @@ class ChatService:
                 # the budget went on reasoning, or the model only reasoned: once more with
                 # thinking off, never more
                 reply = Reply()
-                again = self._attempt(messages, lane, result, reply, rec, thinking=False)
+                again = self._attempt(messages, lane, result, reply, rec, thinking=False, **budget)
                 async with contextlib.aclosing(again) as events:
                     async for event in events:
                         yield event

@@ -33,6 +33,13 @@ class TurnRequest:
     force_deep: bool = False
     deep_inline: bool = False
     """Answer a deep decision in this turn (the CLI waits) instead of queueing a job."""
+    decision: RouteDecision | None = None
+    """A lane the caller chose itself (the OpenAI API's `reasoning_effort`): no routing."""
+    history: tuple[tuple[str, str], ...] | None = None
+    """The conversation so far as (request, reply) pairs, as a client sent it (the OpenAI
+    API); None: the stored conversation's."""
+    max_tokens: int | None = None
+    """A budget the caller asked for; the lane's own budget still caps it."""
     speak: bool = False
     received_ms: float | None = None
     """When the request arrived, or speech ended (`now_ms()`): latency counts from here."""
@@ -129,6 +136,9 @@ class Pipeline:
             conversation_id=request.conversation_id,
             force_deep=request.force_deep,
             deep_inline=request.deep_inline,
+            decision=request.decision,
+            history=request.history,
+            max_tokens=request.max_tokens,
         )
         async with contextlib.aclosing(turn) as events:
             async for event in events:

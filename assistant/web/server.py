@@ -28,6 +28,9 @@ if TYPE_CHECKING:  # gradio loads only when the app serves
 
 log = logging.getLogger(__name__)
 
+SESSION_STATES = 256
+"""Gradio sessions whose state is kept, the least recently used dropped first (an open page
+uses its own every few seconds, on its timers): the memory stays bounded (~50 MB)."""
 SHUTDOWN_GRACE_S = 3.0
 """Open page connections (streams, timers) get this long to end when the server stops."""
 
@@ -151,6 +154,9 @@ def serve(settings: Settings, host: str = "127.0.0.1", port: int = 7860, tls: bo
             # Gradio runs at most max_threads events at once across the app (40 by default),
             # whatever the per-event limit: as many as may wait, like that limit
             max_threads=max(40, settings.max_queue),
+            # every session (a page, an API client's session hash) costs ~190 KB of Gradio
+            # state, kept for the 10,000 most recent by default: about 2 GB
+            state_session_capacity=SESSION_STATES,
             app_kwargs={
                 "lifespan": lifespan(rt, speech, utterances),
                 # over HTTPS, login cookies are Secure (assistant.web.tls)
@@ -178,14 +184,19 @@ def serve(settings: Settings, host: str = "127.0.0.1", port: int = 7860, tls: bo
 
 
 def add_routes(app: Any, rt: Runtime, speech: SpeechModels, utterances: Utterances) -> None:
-    """The app's own routes beside Gradio's: `/metrics` (`assistant.web.metrics_route`) and
-    the hands-free microphone stream `/listen` (`assistant.web.listen_route`)."""
+    """The app's own routes beside Gradio's: `/metrics` (`assistant.web.metrics_route`),
+    the hands-free microphone stream `/listen` (`assistant.web.listen_route`) and the
+    OpenAI-compatible `/v1/...` (`assistant.web.openai_route`)."""
     from assistant.web.metrics_route import add_metrics_route
 
     add_metrics_route(app, rt)
     from assistant.web.listen_route import add_listen_route
 
     add_listen_route(app, rt.settings, speech, utterances)
+    # the OpenAI-compatible API: a turn per request, outside Gradio's queue
+    from assistant.web.openai_route import add_openai_routes
+
+    add_openai_routes(app, rt.turns, rt.conversations, rt.settings)
 
 
 QUEUE_POLL_S = 0.005
@@ -208,6 +219,10 @@ def quiet_queue(demo: Any) -> None:
             log.warning("Gradio's queue has no %s; idle polling stays at its default", name)
             continue
         setattr(queue, name, value)
+    # and with nothing to do it waits to be woken rather than polling (assistant.web.queue_wake)
+    from assistant.web.queue_wake import wake_on_work
+
+    wake_on_work(queue)
 
 
 def _stop_on_signals() -> threading.Event:
