@@ -72,14 +72,15 @@ LIVE_TARGET_MS = 1200.0
 async def _live(rt: Any, stt: Any, tts: Any, path: Path) -> list[dict[str, float]]:
     """Play one recording into a Listener in real time; every turn it hears, timed."""
     from assistant.speech.listener import Listener
+    from assistant.speech.turn_end import load_turn_end
     from assistant.turns.pipeline import TurnRequest
 
     samples = await asyncio.to_thread(load_audio, path, max_bytes=10**9, max_seconds=600)
     pcm = (np.clip(samples, -1, 1) * 32767).astype("<i2").tobytes()
     pcm += bytes(int(16000 * 2 * 1.5))  # the pause after the last words
-    listener = Listener(stt)
+    listener = Listener(stt, turn_end=load_turn_end())
     cid = rt.store.new_conversation("bench-live")
-    turns: list[asyncio.Task[dict[str, float]]] = []
+    turns: dict[int, asyncio.Task[dict[str, float]]] = {}
 
     async def turn(heard: Any) -> dict[str, float]:
         request = TurnRequest(
@@ -104,9 +105,14 @@ async def _live(rt: Any, stt: Any, tts: Any, path: Path) -> list[dict[str, float
             # real time: chunk n is sent when its last sample would have been spoken
             await asyncio.sleep(max(0.0, (began + (n + 1) * CHUNK_S * 1000 - now_ms()) / 1000))
             for heard in await listener.feed(pcm[i : i + step], now_ms()):
-                if heard.kind == "final":
-                    turns.append(asyncio.create_task(turn(heard)))
-        return list(await asyncio.gather(*turns))
+                if heard.kind == "resumed" and heard.utterance in turns:
+                    turns.pop(heard.utterance).cancel()  # the same turn, going on
+                elif heard.kind == "final":
+                    turns[heard.utterance] = asyncio.create_task(turn(heard))
+        for heard in await listener.settle():
+            if heard.kind == "final":
+                turns[heard.utterance] = asyncio.create_task(turn(heard))
+        return list(await asyncio.gather(*turns.values()))
     finally:
         await listener.close()
 

@@ -135,7 +135,7 @@ class SpeechModels:
 
     def __init__(self, settings: Settings):
         self.settings = settings
-        self.loading: str | None = "Loading the speech models (Whisper, Piper)"
+        self.loading: str | None = "Loading the speech models (Whisper, Piper, turn end)"
         """What is still loading, for the page's banner; None once ready."""
 
     async def stt(self) -> Any:
@@ -150,9 +150,16 @@ class SpeechModels:
         loaded = await asyncio.to_thread(load_tts, self.settings, voice)
         return loaded.at_rate(rate)
 
+    async def turn_end(self) -> Any:
+        """The turn-end model (Smart Turn), loaded and warmed once."""
+        from assistant.speech.turn_end import load_turn_end
+
+        return await asyncio.to_thread(load_turn_end)
+
     async def warm(self) -> None:
-        """Load both at start so the first voice turn does not pay for it."""
-        for name, load in (("Whisper", self.stt), ("Piper", self.tts)):
+        """Load them all at start so the first voice turn does not pay for it."""
+        loads = (("Whisper", self.stt), ("Piper", self.tts), ("turn end", self.turn_end))
+        for name, load in loads:
             self.loading = f"Loading the speech model ({name})"
             try:
                 await load()
