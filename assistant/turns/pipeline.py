@@ -66,8 +66,11 @@ class Pipeline:
         *,
         stt: SpeechToText | None = None,
         tts: TextToSpeech | None = None,
+        keep_stopped: Callable[[], bool] | None = None,
     ) -> AsyncIterator[TurnEvent]:
-        """The turn's events; the last is "done" with the stored, reported result."""
+        """The turn's events; the last is "done" with the stored, reported result.
+        `keep_stopped`: whether a turn stopped before its end is stored (a hands-free reply
+        prepared for words that went on is not: it was never the person's turn)."""
         rec = Recorder(request.received_ms, log_to=self.log_to, observe=self.observe)
         for stage, ms in request.heard_ms.items():
             rec.set(stage, ms)
@@ -86,10 +89,15 @@ class Pipeline:
         finally:
             # Stopped (Stop, barge-in, switching conversation, a client leaving): keep what
             # was asked and what had arrived, so the conversation reopens with it.
-            if not rec.finished and partial.decision is not None:
+            keep = keep_stopped is None or keep_stopped()
+            if not rec.finished and partial.decision is not None and keep:
                 self._finish(rec, request, heard[0], partial.stopped())
 
     def _finish(self, rec: Recorder, request: TurnRequest, text: str, result: TurnResult) -> None:
+        # stages a caller measured while the turn ran (a hands-free turn prepared before its
+        # end was decided learns its `endpoint` then) are applied again, over the turn's own
+        for stage, ms in request.heard_ms.items():
+            rec.set(stage, ms)
         rec.finish(
             result,
             # a turn where nothing was heard is not part of the conversation

@@ -87,8 +87,14 @@ def ws_owner(app: Any, ws: WebSocket, settings: Settings) -> str | None:
 
 
 def add_listen_route(
-    app: Any, settings: Settings, speech: SpeechModels, utterances: Utterances
+    app: Any,
+    settings: Settings,
+    speech: SpeechModels,
+    utterances: Utterances,
+    rt: Any | None = None,
 ) -> None:
+    """With `rt` (the app), each call is a `VoiceSession` that runs its own turns; without,
+    the route only says what it heard (the tests of the route itself)."""
     from assistant.speech.listener import ListenConfig, Listener
 
     config = ListenConfig(fallback_ms=settings.handsfree_pause_ms)
@@ -120,6 +126,9 @@ def add_listen_route(
             await ws.close()
             return
         listener = Listener(stt, config, turn_end=turn_end)
+        if rt is not None:
+            await _session_call(ws, owner, listener)
+            return
 
         async def say() -> None:
             # what the background transcriptions and the turn-end model hear, as it comes
@@ -152,6 +161,75 @@ def add_listen_route(
             speaker.cancel()
             with contextlib.suppress(BaseException):
                 await speaker
+            await listener.close()
+
+    async def _session_call(ws: WebSocket, owner: str, listener: Any) -> None:
+        from assistant.turns.session import VoiceSession
+
+        assert rt is not None
+        lock = asyncio.Lock()  # the session's tasks and this loop share the socket
+
+        async def send_json(message: dict[str, Any]) -> None:
+            async with lock:
+                await ws.send_json(message)
+
+        async def send_bytes(data: bytes) -> None:
+            async with lock:
+                await ws.send_bytes(data)
+
+        def conversation() -> str:
+            cid = rt.conversations.prefs(owner).get("conversation")
+            if not isinstance(cid, str) or not rt.conversations.owned_by(cid, owner):
+                cid = rt.conversations.start(owner)
+                rt.conversations.remember(owner, conversation=cid)
+            return cid
+
+        async def tts() -> Any:
+            prefs = rt.conversations.prefs(owner)
+            if not prefs.get("speak", True):
+                return None
+            try:
+                return await speech.tts(prefs.get("voice"), float(prefs.get("rate", 1.0)))
+            except AssistantError:
+                return await speech.tts(None, float(prefs.get("rate", 1.0)))
+
+        async def route(text: str) -> str:
+            decision = await asyncio.to_thread(rt.router.decide, text)
+            return str(decision.lane)
+
+        session = VoiceSession(
+            listener, rt.turns, owner=owner, conversation=conversation, tts=tts, route=route,
+            send_json=send_json, send_bytes=send_bytes,
+        )  # fmt: skip
+        hearing = asyncio.create_task(session.run(), name="call-hear")
+        try:
+            await send_json({"kind": "state", "state": "listening"})
+            while True:
+                try:
+                    message = await asyncio.wait_for(ws.receive(), IDLE_S)
+                except TimeoutError:
+                    await ws.close(code=4408, reason=f"nothing received for {IDLE_S:.0f} s")
+                    break
+                if message["type"] == "websocket.disconnect":
+                    break
+                data = message.get("bytes")
+                if data is not None:
+                    if len(data) > MAX_FRAME_BYTES or len(data) % 2:
+                        await send_json({"kind": "error", "text": "bad audio frame"})
+                        break
+                    await session.feed(data, now_ms())
+                elif message.get("text"):
+                    with contextlib.suppress(ValueError):
+                        control = json.loads(message["text"])
+                        if isinstance(control, dict) and control.get("stop"):
+                            await session.barge_in()  # the page's Stop
+        except (WebSocketDisconnect, RuntimeError):
+            pass
+        finally:
+            hearing.cancel()
+            with contextlib.suppress(BaseException):
+                await hearing
+            await session.close()
             await listener.close()
 
     app.add_api_websocket_route("/listen", listen)

@@ -163,7 +163,7 @@ def add_routes(app: Any, rt: Runtime, speech: SpeechModels, utterances: Utteranc
     add_metrics_route(app, rt)
     from assistant.web.listen_route import add_listen_route
 
-    add_listen_route(app, rt.settings, speech, utterances)
+    add_listen_route(app, rt.settings, speech, utterances, rt=rt)
 
 
 QUEUE_POLL_S = 0.005
