@@ -180,7 +180,10 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
 def cmd_bench(args: argparse.Namespace, settings: Settings) -> int:
     from assistant.devtools.bench import run_bench
 
-    return run_bench(args.which, settings, as_json=args.json, rounds=args.rounds, live=args.live)
+    return run_bench(
+        args.which, settings, as_json=args.json, rounds=args.rounds, live=args.live,
+        audio_dir=args.audio,
+    )  # fmt: skip
 
 
 def parser() -> argparse.ArgumentParser:
@@ -241,6 +244,12 @@ def parser() -> argparse.ArgumentParser:
         "--live",
         action="store_true",
         help="voice: also feed the recordings in real time through the hands-free path",
+    )
+    s.add_argument(
+        "--audio",
+        default=None,
+        metavar="DIR",
+        help="voice: recordings with a transcripts.json (default ../shared/audio)",
     )
     s.set_defaults(fn=cmd_bench)
     return p

@@ -90,8 +90,8 @@ def test_two_requests_separated_by_silence_are_two_turns(stt):
     kinds = [h.kind for h in heard if h.utterance == 1]
     assert kinds[0] == "speech" and kinds[-2:] == ["candidate", "final"]  # announced first
     for h in (first, second):
-        # the model ended the turn: after the candidate pause, before the fallback
-        assert ListenConfig().candidate_ms <= h.endpoint_ms < ListenConfig().fallback_ms
+        # the model ended the turn (not the fallback pause), after the candidate pause
+        assert h.reason == "model" and h.endpoint_ms >= ListenConfig().candidate_ms
         assert h.probability is not None and h.probability >= 0.5
         assert h.stt_ms is not None and h.last_word_ms is not None and h.audio_s > 1
 
@@ -115,7 +115,8 @@ def test_long_pauses_inside_a_sentence_do_not_end_the_turn(stt):
     assert kinds.count("candidate") > 2  # and the pauses inside were candidates
     # without the model, only the fallback pause ends a turn: one turn
     (alone,) = finals(listen(stt, audio, model=False))
-    assert alone.endpoint_ms >= ListenConfig().fallback_ms and "americans" in alone.text.lower()
+    assert alone.reason == "pause" and alone.endpoint_ms >= ListenConfig().fallback_ms
+    assert "americans" in alone.text.lower()
 
 
 def test_silence_noise_and_a_click_start_no_turn(stt):
@@ -271,8 +272,10 @@ def test_the_live_voice_bench_times_each_heard_turn_from_the_last_word(stt, tmp_
     started: list = []
 
     class Turns:
-        async def stream(self, request, tts=None):
+        async def stream(self, request, tts=None, keep_stopped=None, hold=None):
             started.append(request)
+            if hold is not None:
+                await hold()
             timings = Timings(**request.heard_ms, first_audio=now_ms() - request.received_ms)
             yield TurnEvent("done", result=TurnResult("ok", "chat", "r", "stop", timings=timings))
 

@@ -28,7 +28,7 @@ class Turns:
         self.stored: list[tuple[str, str]] = []  # (text, "done" | "stopped")
         self.words, self.word_s = words, word_s
 
-    async def stream(self, request, tts=None, keep_stopped=None):
+    async def stream(self, request, tts=None, keep_stopped=None, hold=None):
         self.started.append(request.text)
         done = False
         try:
@@ -39,6 +39,8 @@ class Turns:
                 if i == 0:
                     audio = AudioChunk(22050, np.zeros(2205, "<i2").tobytes(), "word0")
                     yield TurnEvent("audio", text="word0", audio=audio)
+            if hold is not None:
+                await hold()  # the pipeline stores a turn only once its end is decided
             done = True
             self.stored.append((request.text, "done"))
             yield TurnEvent("done", result=TurnResult("ok", "chat", "test", "stop"))

@@ -10,16 +10,26 @@ from assistant.settings import Settings
 
 
 def run_bench(
-    which: str, settings: Settings, *, as_json: bool, rounds: int | None, live: bool = False
+    which: str,
+    settings: Settings,
+    *,
+    as_json: bool,
+    rounds: int | None,
+    live: bool = False,
+    audio_dir: str | None = None,
 ) -> int:
     if which == "qos":
         from assistant.devtools.qosbench import bench_qos
 
         result = bench_qos(settings, rounds)
     elif which == "voice":
+        from pathlib import Path
+
         from assistant.devtools.voicebench import bench_voice
 
-        result = bench_voice(settings, rounds, live=live)
+        result = bench_voice(
+            settings, rounds, live=live, audio_dir=Path(audio_dir) if audio_dir else None
+        )
     else:
         from assistant.devtools.loadbench import bench_load
 

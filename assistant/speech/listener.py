@@ -1,180 +1,54 @@
 """Hands-free listening: voice activity detection on a live microphone stream, a transcript
 that grows while the person speaks, and the end of their turn decided by a turn-end model.
 
-The browser streams 16 kHz mono int16 PCM in real time (`web.listen_route`); `Listener.feed`
-runs Silero VAD (the model faster-whisper ships) frame by frame, 32 ms a frame, and queues
-what happened (`Heard`):
+The page streams 16 kHz int16 PCM in real time (`web.listen_route`); `Listener.feed` runs
+Silero VAD frame by frame (32 ms) and queues what happened (`Heard`):
 
     speech      someone started speaking (barge-in)
     partial     the transcript so far (the page shows it growing)
     candidate   a short pause (`candidate_ms`): the turn may be over; carries the final
                 transcript, so a reply can be prepared before the end is confirmed
-    resumed     speech went on after a candidate: whatever was prepared for it is stale
+    resumed     speech went on after a candidate (or soon after a final): what was prepared
+                for it is stale; the same utterance goes on
     final       the end is committed (the turn-end model said so, or the pause reached
                 `fallback_ms`), with the transcript and the timings
     ignored     an utterance dropped: too short, no words, or the reply's own echo
 
-Never starving (issue 19, item 4): `feed` never awaits Whisper or the turn-end model, so the
-socket keeps reading audio while they run; each utterance has at most one transcription in
-flight; a preview that would be superseded is never queued ahead of the final one (a newer
-request replaces a waiting one); and previews start only when no other listener's
-transcription is in flight, so on a busy machine they give way to other people's finals.
-"""
+Never starving: `feed` never awaits Whisper or the turn-end model, so the socket keeps
+reading audio while they run (transcriptions: `speech.transcribing`)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import re
 from collections import deque
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
-from assistant.records import Transcript, now_ms
-from assistant.speech.pools import speech_pools
+from assistant.records import now_ms
+from assistant.speech.echo import is_echo, words
+from assistant.speech.hearing import Heard, HeardKind, ListenConfig
+from assistant.speech.transcribing import Job, SpeechToText, Transcribing
+from assistant.speech.turn_end import run_turn_end
+from assistant.speech.vad import StreamingVad
+
+__all__ = ["Heard", "HeardKind", "ListenConfig", "Listener", "StreamingVad", "is_echo"]
 
 RATE = 16000
 FRAME = 512
 """Silero's window at 16 kHz: 32 ms."""
 FRAME_MS = FRAME * 1000 / RATE
-CONTEXT = 64
-"""Samples of the previous frame Silero v6 reads before each frame."""
 CHECK_EVERY_MS = 250
 TAIL_FRAMES = 4
 """Frames kept after the last voiced one for the transcript (128 ms: the word's release)."""
 
 
-@dataclass(frozen=True)
-class ListenConfig:
-    candidate_ms: int = 200
-    """Silence after which the turn may be over: the final transcript and the turn-end model
-    start, and a reply can be prepared. Measured on ../shared/audio: Silero marks the gaps
-    between words inside a phrase at 32-160 ms, so 200 ms is past them; the model's verdict
-    on a finished phrase is already settled at 200 ms (0.95-0.98 on every finished recording)."""
-    fallback_ms: int = 1500
-    """Silence that ends the turn whatever the model says. The longest mid-sentence pause in
-    the recordings is 1088 ms (jfk.flac, "... can do for you, | ask what ..."; the model says
-    0.02-0.07 all through it), so 1.5 s keeps it one turn, while a finished turn the model
-    doubts waits at most this long."""
-    recheck_ms: int = 300
-    """While the model says "not finished", it is asked again after this much more silence
-    (the tail of a falling phrase can settle later: hotwords.mp3 goes 0.25 at 200 ms to
-    0.88 at 400 ms)."""
-    end_threshold: float = 0.5
-    """Smart Turn's probability above which the turn is complete (pipecat's own cut)."""
-    min_speech_ms: int = 250
-    """Voiced time below this (a cough, a click, a knock) starts no turn."""
-    threshold: float = 0.5
-    """Silero speech probability above which a frame is voiced."""
-    max_utterance_s: float = 30.0
-    barge_min_speech_ms: int = 300
-    """While a reply plays, speech must last this long (and not be its echo) to interrupt."""
-    preroll_ms: int = 300
-    """Audio kept from before the first voiced frame, so the first word is not clipped."""
-    merge_ms: int = 1500
-    """Speech that starts this soon after a turn was committed continues that turn: the
-    listener says "resumed" (the session cancels the reply it started) and the final
-    transcript and the model then hear both parts as one. jfk.flac's "And so my fellow
-    Americans," sounds finished (0.95) and goes on 1.15 s after the last word; a reply's
-    first audio comes 0.8-1.5 s after the last word, so this is "they went on as the reply
-    began". Speaking later than this over the reply is a barge-in and a turn of its own."""
-    preview_every_ms: int = 1000
-    """The words so far are transcribed this often while someone speaks (the growing
-    transcript)."""
-
-
-HeardKind = Literal["speech", "partial", "candidate", "resumed", "final", "ignored"]
-
-
-@dataclass(frozen=True)
-class Heard:
-    kind: HeardKind
-    utterance: int
-    text: str = ""
-    reason: str = ""
-    last_word_ms: float | None = None
-    """`now_ms()` clock of the end of the last voiced frame (on "candidate" and "final")."""
-    endpoint_ms: float | None = None
-    """From the last word to the decision that the turn ended (on "final")."""
-    stt_ms: float | None = None
-    """Transcription still to do after that decision (on "final"; 0: it was ready)."""
-    probability: float | None = None
-    """The turn-end model's last verdict (on "final"; None: it was not asked)."""
-    audio_s: float = 0.0
-
-
-class SpeechToText(Protocol):
-    def transcribe(self, samples: np.ndarray) -> Transcript: ...
-
-
 class TurnEndModel(Protocol):
-    def probability(self, audio: np.ndarray) -> float: ...
+    def probability(self, audio: np.ndarray) -> float: ...  # P(the turn is complete)
 
 
-class StreamingVad:
-    """Silero VAD carried across calls (its LSTM state and the 64-sample context), so a
-    stream cut into any chunks gets the probabilities one long array would."""
-
-    def __init__(self, session: Any | None = None):
-        if session is None:
-            from faster_whisper.vad import get_vad_model
-
-            session = get_vad_model().session
-        self.session = session
-        self.h = np.zeros((1, 1, 128), dtype=np.float32)
-        self.c = np.zeros((1, 1, 128), dtype=np.float32)
-        self.context = np.zeros(CONTEXT, dtype=np.float32)
-
-    def probs(self, frames: np.ndarray) -> np.ndarray:
-        """Speech probability per 512-sample frame of `frames` (shape (n, 512), float32)."""
-        if len(frames) == 0:
-            return np.zeros(0, dtype=np.float32)
-        before = np.vstack([self.context[None, :], frames[:-1, -CONTEXT:]])
-        x = np.concatenate([before, frames], axis=1).astype(np.float32)
-        out, self.h, self.c = self.session.run(None, {"input": x, "h": self.h, "c": self.c})
-        self.context = frames[-1, -CONTEXT:].copy()
-        return np.asarray(out, dtype=np.float32).reshape(-1)[: len(frames)]
-
-
-_WORD = re.compile(r"[a-z0-9']+")
-
-
-def words(text: str) -> list[str]:
-    return _WORD.findall(text.lower())
-
-
-def is_echo(heard: str, playing: str, share: float = 0.6) -> bool:
-    """Most of what was heard are the words being played: the assistant hearing itself. A
-    word cut off mid-way ("cap" of "capital") counts as played."""
-    said, played = words(heard), set(words(playing))
-    if not said:
-        return False
-
-    def was_played(w: str) -> bool:
-        return w in played or (len(w) >= 3 and any(p.startswith(w) for p in played))
-
-    return sum(map(was_played, said)) / len(said) >= share
-
-
-class _SttGate:
-    """Listener transcriptions in flight in this process: previews wait for none."""
-
-    in_flight = 0
-
-
-@dataclass
-class _Job:
-    kind: Literal["preview", "check", "final"]
-    upto: int
-    """Frames of the utterance it reads."""
-    epoch: int
-    utterance: int
-
-
-class Listener:
+class Listener(Transcribing):
     """One microphone stream. `feed` queues what it heard and returns what is ready; the
     transcriptions and the turn-end model run in the background (`next` waits for more)."""
 
@@ -192,7 +66,7 @@ class Listener:
         self.turn_end = turn_end
         """None: no model; a pause of `fallback_ms` ends the turn."""
         self.count = 0
-        self._pending = np.zeros(0, dtype=np.float32)
+        self._pending = np.zeros(0, dtype=np.float32)  # samples short of a whole frame
         self._preroll: deque[np.ndarray] = deque(
             maxlen=max(1, int(self.config.preroll_ms // FRAME_MS))
         )
@@ -204,12 +78,13 @@ class Listener:
         """Bumped whenever what an in-flight result was for is gone (speech resumed, the
         utterance ended): a result from an older epoch is dropped."""
         self._uid = 0
+        self._held: list[tuple[np.ndarray, bool, float]] = []
         self._closed: list[np.ndarray] | None = None
         """The last committed utterance's audio, and the silence since, while it may go on."""
         self._closed_number = 0
         self._closed_gap_ms = 0.0
-        self._running: _Job | None = None
-        self._waiting: _Job | None = None
+        self._running: Job | None = None
+        self._waiting: Job | None = None
         self._reset()
 
     def _reset(self) -> None:
@@ -236,15 +111,12 @@ class Listener:
         self._asked_at_ms: float | None = None  # silence when the model was last asked
         self._asking = False
         self._committed: tuple[float, float] | None = None  # (endpoint_ms, decided_at)
+        self._decided_by = ""
         self._candidate_sent = False
-
-    # -- what the session tells the listener ------------------------------------------------
 
     def playing(self, text: str | None) -> None:
         """The reply being spoken to the user (None once it stops): the echo guard."""
         self._playing = text or None
-
-    # -- what the listener tells the session ------------------------------------------------
 
     def take(self) -> list[Heard]:
         out, self._out = self._out, []
@@ -267,8 +139,6 @@ class Listener:
         self._out.append(heard)
         self._ready.set()
 
-    # -- audio in --------------------------------------------------------------------------
-
     async def feed(self, pcm: bytes, received_ms: float | None = None) -> list[Heard]:
         """Audio in; never waits for a model. Returns what was heard so far."""
         received = now_ms() if received_ms is None else received_ms
@@ -287,6 +157,11 @@ class Listener:
 
     def _frame(self, frame: np.ndarray, voiced: bool, at_ms: float) -> None:
         cfg = self.config
+        if self._committed is not None:
+            # the turn is decided and waits for its transcript: what comes next is the next
+            # utterance's, heard once this one is said
+            self._held.append((frame, voiced, at_ms))
+            return
         if not self._active:
             if not voiced:
                 self._preroll.append(frame)
@@ -409,7 +284,7 @@ class Listener:
         asked = now_ms()
 
         async def ask() -> None:
-            p = await _run_turn_end(model.probability, audio)
+            p = await run_turn_end(model.probability, audio)
             if epoch != self._epoch:
                 return
             self._asking = False
@@ -428,28 +303,41 @@ class Listener:
         else:
             endpoint = (self._asked_at_ms or frames_after * FRAME_MS) + model_ms
         self._committed = (endpoint, now_ms())
+        self._decided_by = "pause" if model_ms is None else "model"
         self._finish()
 
     def _finish(self) -> None:
-        """Say the candidate and the final, once the transcript and the decision are in."""
+        """Say the candidate and the final, once the transcript and the decision are in;
+        then hear the audio that arrived meanwhile."""
+        said = self._say_end()
+        if said and self._held:
+            held, self._held = self._held, []
+            for frame, voiced, at_ms in held:
+                self._frame(frame, voiced, at_ms)
+
+    def _say_end(self) -> bool:
+        """True once the utterance ended (said, or dropped)."""
         text = self._text
         if text is None:
-            return  # the transcript is still running: it calls back here
+            return False  # the transcript is still running: it calls back here
         number = self.count if self._announced else self.count + 1
         audio_s = len(self._audio) * FRAME_MS / 1000
         if not text:
             self._say(Heard("ignored", number, reason="no words", audio_s=audio_s))
             self._reset()
             self._closed = None
-            return
+            return True
         if self._playing and is_echo(text, self._playing):
             self._say(Heard("ignored", number, text, reason="echo", audio_s=audio_s))
             self._reset()
             self._closed = None
-            return
+            return True
         if not self._announced:
-            self._closed = None  # its text is of this part alone: a turn of its own
+            merging = self._closed is not None
             self._announce()
+            if merging:  # it went on from the last turn: the whole is transcribed again
+                self._transcribe("final", min(len(self._audio), self._last_voiced + TAIL_FRAMES))
+                return False
         if not self._candidate_sent:
             self._candidate_sent = True
             self._say(
@@ -457,7 +345,7 @@ class Listener:
                       audio_s=audio_s)
             )  # fmt: skip
         if self._committed is None:
-            return
+            return False
         endpoint, decided = self._committed
         self._say(
             Heard(
@@ -465,15 +353,18 @@ class Listener:
                 self.count,
                 text,
                 last_word_ms=self._last_word_ms,
+                reason=self._decided_by,
                 endpoint_ms=endpoint,
                 stt_ms=max(0.0, now_ms() - decided),
                 probability=self._verdict,
                 audio_s=audio_s,
             )
         )
-        audio = self._audio
+        audio, gap = self._audio, (len(self._audio) - self._last_voiced) * FRAME_MS
         self._reset()
-        self._closed, self._closed_number, self._closed_gap_ms = audio, self.count, 0.0
+        if gap <= self.config.merge_ms:  # counted from the last word, not from the commit
+            self._closed, self._closed_number, self._closed_gap_ms = audio, self.count, gap
+        return True
 
     def _resume(self) -> None:
         """Speech after a candidate end: the same utterance goes on."""
@@ -489,54 +380,19 @@ class Listener:
 
     # -- transcription: one at a time per utterance ------------------------------------------
 
-    def _transcribe(self, kind: Literal["preview", "check", "final"], upto: int) -> None:
-        job = _Job(kind, upto, self._epoch, self._uid)
-        if self._running is not None:
-            # one at a time: this waits for the running one, replacing any older waiting one
-            # (a final is never queued behind a preview that would only be superseded)
-            if self._waiting is None or kind != "preview" or self._waiting.kind == "preview":
-                self._waiting = job
-            return
-        if kind == "preview" and _SttGate.in_flight:
-            return  # someone else's transcription is running: the next preview will do
-        self._start(job)
-
-    def _start(self, job: _Job) -> None:
-        self._running = job
-        audio = np.concatenate(self._audio[: job.upto])
-        _SttGate.in_flight += 1
-
-        async def run() -> None:
-            text: str | None = None
-            try:
-                transcript = await speech_pools().run_stt(self.stt.transcribe, audio)
-                text = transcript.text.strip()
-            finally:
-                _SttGate.in_flight -= 1
-                self._running = None
-                if text is not None:
-                    self._transcribed(job, text)
-                waiting, self._waiting = self._waiting, None
-                if (
-                    waiting is not None
-                    and waiting.utterance == self._uid
-                    and (waiting.kind == "preview" or waiting.epoch == self._epoch)
-                ):
-                    self._start(waiting)
-
-        self._spawn(run())
-
-    def _transcribed(self, job: _Job, text: str) -> None:
+    def _transcribed(self, job: Job, text: str) -> None:
         if job.utterance != self._uid:
             return  # that utterance has ended
         covers_tail = job.upto >= self._last_voiced
         if job.kind == "check":
-            if len(words(text)) < 3 and self._voiced_ms < 1500 and not self._candidate:
-                return
-            if not text or (self._playing and is_echo(text, self._playing)):
-                self._echo = bool(text)
-            elif not self._announced:
-                self._announce()
+            # a few words are needed to tell the reply's echo from a person (or the end)
+            if len(words(text)) >= 3 or self._voiced_ms >= 1500 or self._candidate:
+                if not text or (self._playing and is_echo(text, self._playing)):
+                    self._echo = bool(text)
+                elif not self._announced:
+                    self._announce()
+                    if job.utterance != self._uid:
+                        return  # it went on from the last turn: this text is of a part
         if self._announced and text and text != self._shown:
             self._shown = text
             self._say(Heard("partial", self.count, text))
@@ -548,11 +404,6 @@ class Listener:
             if self._waiting is None:
                 self._transcribe("final", min(len(self._audio), self._last_voiced + TAIL_FRAMES))
 
-    def _spawn(self, coro: Any) -> None:
-        task = asyncio.ensure_future(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
     async def close(self) -> None:
         tasks = list(self._tasks)
         for task in tasks:
@@ -563,17 +414,5 @@ class Listener:
         self._reset()
         self._pending = np.zeros(0, dtype=np.float32)
         self._preroll.clear()
+        self._held.clear()
         self._out.clear()
-
-
-_turn_end_pool: Any = None
-
-
-async def _run_turn_end(fn: Callable[[np.ndarray], float], audio: np.ndarray) -> float:
-    """The turn-end model on its own one-thread pool: never queued behind Whisper."""
-    global _turn_end_pool
-    if _turn_end_pool is None:
-        from concurrent.futures import ThreadPoolExecutor
-
-        _turn_end_pool = ThreadPoolExecutor(1, thread_name_prefix="turn-end")
-    return await asyncio.get_running_loop().run_in_executor(_turn_end_pool, fn, audio)

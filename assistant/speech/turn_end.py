@@ -16,8 +16,10 @@ zero-padded at the start to 8 s, Whisper log-mel features with waveform normalis
 
 from __future__ import annotations
 
+import asyncio
 import importlib.util
 import threading
+from collections.abc import Callable
 from importlib import metadata
 from pathlib import Path
 from types import ModuleType
@@ -106,3 +108,16 @@ def load_turn_end() -> TurnEnd:
         if _model is None:
             _model = TurnEnd().warm()
         return _model
+
+
+_turn_end_pool: Any = None
+
+
+async def run_turn_end(fn: Callable[[np.ndarray], float], audio: np.ndarray) -> float:
+    """The turn-end model on its own one-thread pool: never queued behind Whisper."""
+    global _turn_end_pool
+    if _turn_end_pool is None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        _turn_end_pool = ThreadPoolExecutor(1, thread_name_prefix="turn-end")
+    return await asyncio.get_running_loop().run_in_executor(_turn_end_pool, fn, audio)

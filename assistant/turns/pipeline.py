@@ -11,7 +11,7 @@ leaving) closes every stage, the engine request included.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 
 from assistant.records import INTERRUPTED, RouteDecision, TurnEvent, TurnResult
@@ -67,10 +67,12 @@ class Pipeline:
         stt: SpeechToText | None = None,
         tts: TextToSpeech | None = None,
         keep_stopped: Callable[[], bool] | None = None,
+        hold: Callable[[], Awaitable[object]] | None = None,
     ) -> AsyncIterator[TurnEvent]:
         """The turn's events; the last is "done" with the stored, reported result.
         `keep_stopped`: whether a turn stopped before its end is stored (a hands-free reply
-        prepared for words that went on is not: it was never the person's turn)."""
+        prepared for words that went on is not: it was never the person's turn). `hold`:
+        awaited before the turn is stored (a prepared reply waits for its end to be decided)."""
         rec = Recorder(request.received_ms, log_to=self.log_to, observe=self.observe)
         for stage, ms in request.heard_ms.items():
             rec.set(stage, ms)
@@ -84,6 +86,8 @@ class Pipeline:
                 async for event in stages:
                     partial.add(event)
                     if event.kind == "done" and event.result is not None:
+                        if hold is not None:
+                            await hold()
                         self._finish(rec, request, heard[0], event.result)
                     yield event
         finally:

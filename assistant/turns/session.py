@@ -37,6 +37,7 @@ from typing import Any
 from assistant.records import TurnEvent, TurnResult, now_ms
 from assistant.speech.listener import Heard, Listener
 from assistant.turns.pipeline import Pipeline, TurnRequest
+from assistant.turns.stream import cancel_all
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +62,7 @@ class VoiceTurn:
     audio_ms: float = 0.0
     """Audio sent to the page so far (its duration)."""
     first_audio_at: float | None = None
+    request: TurnRequest | None = None
 
 
 class VoiceSession:
@@ -133,6 +135,8 @@ class VoiceSession:
         elif heard.kind == "final":
             if turn is not None and turn.utterance == heard.utterance and turn.text == heard.text:
                 turn.heard = heard
+                if turn.request is not None:
+                    self._stamp(turn, turn.request)
                 turn.committed.set()
             else:
                 await self._cancel(discard=True)
@@ -172,9 +176,9 @@ class VoiceSession:
         if turn is None or turn.task is None:
             return
         turn.discard = discard
-        turn.task.cancel()
+        # repeated until it lands (a cancel can be dropped on Python 3.11; see cancel_all)
         with contextlib.suppress(BaseException):
-            await turn.task
+            await cancel_all([turn.task])
         self.listener.playing(None)
 
     async def _run(self, turn: VoiceTurn) -> None:
@@ -192,7 +196,13 @@ class VoiceSession:
                 source="voice",
                 heard_ms={},
             )
-            stream = self.pipeline.stream(request, tts=tts, keep_stopped=lambda: not turn.discard)
+            turn.request = request
+            if turn.committed.is_set():
+                self._stamp(turn, request)
+            stream = self.pipeline.stream(
+                request, tts=tts, keep_stopped=lambda: not turn.discard,
+                hold=lambda: self._said(turn),
+            )  # fmt: skip
             async with contextlib.aclosing(stream) as events:
                 async for event in events:
                     if not turn.committed.is_set():
@@ -237,6 +247,18 @@ class VoiceSession:
             if self.turn is None and not turn.discard:
                 with contextlib.suppress(Exception):
                     await self._state("speaking" if self._playing_until > now_ms() else "listening")
+
+    async def _said(self, turn: VoiceTurn) -> None:
+        """Until the turn is the person's (committed) and its audio has played out on the
+        page: a reply is what it said, so speaking over it stops it, even once generated."""
+        await turn.committed.wait()
+        if turn.discard or self.turn is not turn:
+            raise asyncio.CancelledError  # superseded while it ran: never stored
+        # a deadline that moves as audio is sent: re-read after each sleep
+        while (left := self._playing_until - now_ms()) > 0:
+            await asyncio.sleep(left / 1000)
+            if turn.discard or self.turn is not turn:
+                raise asyncio.CancelledError
 
     @staticmethod
     def _stamp(turn: VoiceTurn, request: TurnRequest) -> None:
