@@ -194,6 +194,7 @@ def test_jfk_at_real_time_is_one_turn():
         return turns
 
     turns = asyncio.run(run())
+    assert len(turns.stored) == 1, turns.stored
     (stored,) = turns.stored
     text = stored[0].lower()
     assert stored[1] == "done" and "americans" in text and "for your country" in text

@@ -139,8 +139,10 @@ class Listener(Transcribing):
         self._out.append(heard)
         self._ready.set()
 
-    async def feed(self, pcm: bytes, received_ms: float | None = None) -> list[Heard]:
-        """Audio in; never waits for a model. Returns what was heard so far."""
+    async def feed(
+        self, pcm: bytes, received_ms: float | None = None, *, take: bool = True
+    ) -> list[Heard]:
+        """Audio in; never waits for a model. What was heard so far (`take=False`: for `next`)."""
         received = now_ms() if received_ms is None else received_ms
         samples = np.frombuffer(pcm[: len(pcm) // 2 * 2], dtype="<i2").astype(np.float32) / 32768
         self._pending = np.concatenate([self._pending, samples])
@@ -153,7 +155,7 @@ class Listener(Transcribing):
                 # when (wall clock) this frame ended: the chunk's arrival less what followed it
                 behind_ms = ((n - 1 - i) * FRAME + len(self._pending)) * 1000 / RATE
                 self._frame(frame, float(p) >= self.config.threshold, received - behind_ms)
-        return self.take()
+        return self.take() if take else []
 
     def _frame(self, frame: np.ndarray, voiced: bool, at_ms: float) -> None:
         cfg = self.config
@@ -251,8 +253,15 @@ class Listener(Transcribing):
             reason = "echo" if self._echo else "too short"
             number = self.count if self._announced else self.count + 1
             self._say(Heard("ignored", number, reason=reason, audio_s=audio_s))
+            audio, gap = self._audio, (len(self._audio) - self._last_voiced) * FRAME_MS
             self._reset()
-            self._closed = None
+            if self._closed is not None and reason == "too short":
+                # a short sound ("Ask | not what ...") after the last turn: the window for
+                # going on with that turn runs from it
+                self._closed += audio
+                self._closed_gap_ms = gap
+            else:
+                self._closed = None
             return
         upto = min(len(self._audio), self._last_voiced + TAIL_FRAMES)
         running = self._running

@@ -94,6 +94,9 @@ class Pipeline:
             # Stopped (Stop, barge-in, switching conversation, a client leaving): keep what
             # was asked and what had arrived, so the conversation reopens with it.
             keep = keep_stopped is None or keep_stopped()
+            if keep_stopped is not None and partial.decision is None and request.text:
+                # a call's committed turn stopped before it was routed: what was said stays
+                partial.decision = RouteDecision("chat", "stopped before it was routed")
             if not rec.finished and partial.decision is not None and keep:
                 self._finish(rec, request, heard[0], partial.stopped())
 

@@ -106,8 +106,8 @@ class VoiceSession:
                 await self.hear(heard)
 
     async def feed(self, pcm: bytes, received_ms: float) -> None:
-        for heard in await self.listener.feed(pcm, received_ms):
-            await self.hear(heard)
+        """Audio in: never waits for what the session does with it (`run` hears it)."""
+        await self.listener.feed(pcm, received_ms, take=False)
 
     async def hear(self, heard: Heard) -> None:
         async with self._hearing:
