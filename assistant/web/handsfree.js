@@ -123,6 +123,7 @@
       if (ws.readyState === 1) ws.send(e.data.pcm);
     };
     ws.onmessage = onMessage;
+    ws.onopen = () => setState('listening');  // the session speaks only when it has news
     ws.onclose = () => { if (live && live.ws === ws) stop(); };
     live = { ctx, stream, ws, node, playAt: 0, sources: new Set() };
     show('Listening…');

@@ -203,7 +203,6 @@ def add_listen_route(
         )  # fmt: skip
         hearing = asyncio.create_task(session.run(), name="call-hear")
         try:
-            await send_json({"kind": "state", "state": "listening"})
             while True:
                 try:
                     message = await asyncio.wait_for(ws.receive(), IDLE_S)
