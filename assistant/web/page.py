@@ -37,6 +37,10 @@ BANNER_EVERY_S = 10.0
 PROBE_CACHE_S = 5.0
 # Stop and barge-in also silence what the browser is already playing.
 PAUSE_AUDIO_JS = "() => { document.querySelectorAll('audio').forEach((a) => a.pause()); }"
+STAMP_SENT_JS = (
+    "(audio, history, session, speak, sent) => [audio, history, session, speak, Date.now()]"
+)
+"""Push-to-talk: the page stamps the moment it sends a recording (its clock, epoch ms)."""
 CALL_HTML = """<div class="call">
 <button class="call-button" type="button" aria-pressed="false">📞 Start call</button>
 <div class="call-status"><span class="call-state">Start a call</span>
@@ -234,6 +238,7 @@ def build_ui(
                     gr.HTML("", elem_id="handsfree-live")
                 # a call's turn is stored by the server; this reloads the chat from the store
                 call_refresh = gr.Button("refresh", visible="hidden", elem_id="call-refresh")
+                sent_at = gr.Number(visible="hidden", elem_id="voice-sent-at")
                 notice_audio = gr.Audio(autoplay=True, visible="hidden")
                 voice = build_voice_panel(settings)
             with gr.Tab("Jobs", id="jobs", elem_id="tab-jobs"):
@@ -253,8 +258,9 @@ def build_ui(
             delegate.click(turns.delegate, **chat_io, **private),
         ]
         voice_io = {
-            "inputs": [mic, chatbot, session, speak],
+            "inputs": [mic, chatbot, session, speak, sent_at],
             "outputs": [chatbot, reply_audio, mic],
+            "js": STAMP_SENT_JS,  # the recording's latency counts from when the page sent it
         }
         replies += [
             mic.stop_recording(turns.voice, **voice_io, **private),

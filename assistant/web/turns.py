@@ -182,6 +182,19 @@ async def voice_of(speech: SpeechModels, prefs: dict[str, Any]) -> Any:
         return await voice_of(speech, {"rate": rate})
 
 
+MAX_CLOCK_GAP_MS = 60_000.0
+"""A page clock further off than this from the server's is not trusted (another device)."""
+
+
+def waited_ms(sent_at: float | None) -> float:
+    """How long ago the page sent a recording, by its stamp; 0 when it has none or its clock
+    disagrees (ahead of the server's, or behind by more than `MAX_CLOCK_GAP_MS`)."""
+    if not sent_at:
+        return 0.0
+    waited = time.time() * 1000 - float(sent_at)
+    return waited if 0 <= waited <= MAX_CLOCK_GAP_MS else 0.0
+
+
 class Turns:
     """The chat and voice callbacks. `streamed`: the audio output takes sentence chunks."""
 
@@ -270,13 +283,16 @@ class Turns:
         history: list[dict[str, Any]],
         session: Session,
         speak: bool,
+        sent_at: float | None,
         request: gr.Request,
     ) -> AsyncIterator[tuple[Any, ...]]:
-        """A recording stopped or a file was uploaded. Outputs: chatbot, audio out, audio in."""
+        """A recording stopped or a file was uploaded. Outputs: chatbot, audio out, audio in.
+        `sent_at`: when the page sent it (epoch ms, its clock): latency counts from there, so
+        the upload and the wait in the queue are in `stt`, `first_audio` and `total`."""
         if not audio_path:
             yield gr.skip(), gr.skip(), gr.skip()
             return
-        received = now_ms()  # end of speech: latency counts from here
+        received = now_ms() - waited_ms(sent_at)
         owner = owner_of(self.settings, request)
         view = TurnView(history, "🎤 …")
         try:
