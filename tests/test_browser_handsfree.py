@@ -146,9 +146,18 @@ def test_pauses_end_turns_and_speech_over_a_reply_interrupts_it(page, app):
     expect(page.locator("#handsfree")).to_have_attribute("data-state", "off")
 
 
-def test_the_call_control_fits_a_phone(page):
-    page.set_viewport_size({"width": 390, "height": 844})
-    box = page.locator("#handsfree button.call-button").bounding_box()
-    assert box is not None and box["x"] >= 0 and box["x"] + box["width"] <= 390
-    assert box["height"] >= 36  # a thumb's target
-    page.set_viewport_size({"width": 1400, "height": 1250})
+def test_the_call_control_fits_a_phone(page, app):
+    from playwright.sync_api import expect
+
+    # a page opened on a phone (its sidebar starts closed)
+    phone = page.context.browser.new_page(viewport={"width": 390, "height": 844})
+    try:
+        phone.goto(app.url)
+        button = phone.locator("#handsfree button.call-button")
+        expect(button).to_be_visible()
+        expect(button).to_have_text("📞 Start call")
+        box = button.bounding_box()
+        assert box is not None and box["x"] >= 0 and box["x"] + box["width"] <= 390
+        assert box["height"] >= 36  # a thumb's target
+    finally:
+        phone.close()
