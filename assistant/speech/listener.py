@@ -118,26 +118,10 @@ class Listener(Transcribing):
         """The reply being spoken to the user (None once it stops): the echo guard."""
         self._playing = text or None
 
-    def take(self) -> list[Heard]:
-        out, self._out = self._out, []
-        self._ready.clear()
-        return out
-
-    async def next(self) -> list[Heard]:
-        """Wait until something was heard; what was."""
-        while not self._out:
-            await self._ready.wait()
-        return self.take()
-
-    async def settle(self) -> list[Heard]:
-        """Wait for every transcription and model call in flight; what they produced."""
-        while self._tasks:
-            await asyncio.gather(*list(self._tasks), return_exceptions=True)
-        return self.take()
-
-    def _say(self, heard: Heard) -> None:
-        self._out.append(heard)
-        self._ready.set()
+    def may_go_on(self, number: int) -> bool:
+        """Whether utterance `number`, committed, may still go on (the window is open, or a
+        sound in it is not yet told apart): the session keeps its turn open meanwhile."""
+        return self._closed is not None and self._closed_number == number
 
     async def feed(
         self, pcm: bytes, received_ms: float | None = None, *, take: bool = True

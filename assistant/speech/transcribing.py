@@ -47,8 +47,33 @@ class Transcribing:
     _waiting: Job | None
     _tasks: set[asyncio.Task[Any]]
 
+    _out: list[Any]
+    _ready: asyncio.Event
+
     def _transcribed(self, job: Job, text: str) -> None:
         raise NotImplementedError
+
+    # what the listener heard, for its one reader
+    def take(self) -> list[Any]:
+        out, self._out = self._out, []
+        self._ready.clear()
+        return out
+
+    async def next(self) -> list[Any]:
+        """Wait until something was heard; what was."""
+        while not self._out:
+            await self._ready.wait()
+        return self.take()
+
+    async def settle(self) -> list[Any]:
+        """Wait for every transcription and model call in flight; what they produced."""
+        while self._tasks:
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+        return self.take()
+
+    def _say(self, heard: Any) -> None:
+        self._out.append(heard)
+        self._ready.set()
 
     def _transcribe(self, kind: Literal["preview", "check", "final"], upto: int) -> None:
         job = Job(kind, upto, self._epoch, self._uid)

@@ -254,6 +254,20 @@ class VoiceSession:
         await turn.committed.wait()
         if turn.discard or self.turn is not turn:
             raise asyncio.CancelledError  # superseded while it ran: never stored
+        # and until the window for going on with it has passed (a short reply may end before
+        # the person goes on: the turn is then still theirs to continue, not stored yet)
+        config = getattr(self.listener, "config", None)
+        window = float(getattr(config, "merge_ms", 0))
+        heard_at = turn.heard.last_word_ms
+        if heard_at is not None and (left_ms := heard_at + window - now_ms()) > 0:
+            await asyncio.sleep(left_ms / 1000)
+            if turn.discard or self.turn is not turn:
+                raise asyncio.CancelledError
+        go_on = getattr(self.listener, "may_go_on", None)
+        while go_on is not None and go_on(turn.utterance):  # noqa: ASYNC110
+            await asyncio.sleep(0.05)  # a sound after it, not yet told apart (echo check)
+        if turn.discard or self.turn is not turn:
+            raise asyncio.CancelledError
         # a deadline that moves as audio is sent: re-read after each sleep
         while (left := self._playing_until - now_ms()) > 0:
             await asyncio.sleep(left / 1000)
