@@ -189,6 +189,7 @@ def cmd_bench(args: argparse.Namespace, settings: Settings) -> int:
         vllm=args.vllm,
         api=args.api,
         soak=args.soak,
+        audio_dir=args.audio,
     )
 
 
@@ -274,6 +275,12 @@ def parser() -> argparse.ArgumentParser:
         default=0,
         metavar="TURNS",
         help="load: instead, TURNS turns through each way in, the app's memory as it goes",
+    )
+    s.add_argument(
+        "--audio",
+        default=None,
+        metavar="DIR",
+        help="voice: recordings with a transcripts.json (default ../shared/audio)",
     )
     s.set_defaults(fn=cmd_bench)
     return p

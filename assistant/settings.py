@@ -90,8 +90,9 @@ class Settings:
     max_queue: int = 64
     embedded_ctx: int = 4096
     embedded_slots: int = 1
-    handsfree_pause_ms: int = 500
-    """Hands-free: the silence after speech that ends a turn (see `speech.listener`)."""
+    handsfree_pause_ms: int = 1500
+    """Hands-free: the silence that ends a turn whatever the turn-end model says (the model
+    usually ends it after 200 ms; see `speech.listener.ListenConfig.fallback_ms`)."""
     tls_cert: Path | None = None
     tls_key: Path | None = None
     """PEM files: serve HTTPS with them (see `web.tls`); both or neither."""

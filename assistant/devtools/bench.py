@@ -19,6 +19,7 @@ def run_bench(
     vllm: bool = False,
     api: str = "gradio",
     soak: int = 0,
+    audio_dir: str | None = None,
 ) -> int:
     if which == "qos" and vllm:
         from assistant.devtools.qosbench_vllm import bench_qos_vllm
@@ -29,9 +30,13 @@ def run_bench(
 
         result = bench_qos(settings, rounds)
     elif which == "voice":
+        from pathlib import Path
+
         from assistant.devtools.voicebench import bench_voice
 
-        result = bench_voice(settings, rounds, live=live)
+        result = bench_voice(
+            settings, rounds, live=live, audio_dir=Path(audio_dir) if audio_dir else None
+        )
     elif which == "idle":
         from assistant.devtools.idlebench import bench_idle
 

@@ -11,7 +11,7 @@ leaving) closes every stage, the engine request included.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 
 from assistant.records import INTERRUPTED, RouteDecision, TurnEvent, TurnResult
@@ -73,8 +73,13 @@ class Pipeline:
         *,
         stt: SpeechToText | None = None,
         tts: TextToSpeech | None = None,
+        keep_stopped: Callable[[], bool] | None = None,
+        hold: Callable[[], Awaitable[object]] | None = None,
     ) -> AsyncIterator[TurnEvent]:
-        """The turn's events; the last is "done" with the stored, reported result."""
+        """The turn's events; the last is "done" with the stored, reported result.
+        `keep_stopped`: whether a turn stopped before its end is stored (a hands-free reply
+        prepared for words that went on is not: it was never the person's turn). `hold`:
+        awaited before the turn is stored (a prepared reply waits for its end to be decided)."""
         rec = Recorder(request.received_ms, log_to=self.log_to, observe=self.observe)
         for stage, ms in request.heard_ms.items():
             rec.set(stage, ms)
@@ -88,15 +93,25 @@ class Pipeline:
                 async for event in stages:
                     partial.add(event)
                     if event.kind == "done" and event.result is not None:
+                        if hold is not None:
+                            await hold()
                         self._finish(rec, request, heard[0], event.result)
                     yield event
         finally:
             # Stopped (Stop, barge-in, switching conversation, a client leaving): keep what
             # was asked and what had arrived, so the conversation reopens with it.
-            if not rec.finished and partial.decision is not None:
+            keep = keep_stopped is None or keep_stopped()
+            if keep_stopped is not None and partial.decision is None and request.text:
+                # a call's committed turn stopped before it was routed: what was said stays
+                partial.decision = RouteDecision("chat", "stopped before it was routed")
+            if not rec.finished and partial.decision is not None and keep:
                 self._finish(rec, request, heard[0], partial.stopped())
 
     def _finish(self, rec: Recorder, request: TurnRequest, text: str, result: TurnResult) -> None:
+        # stages a caller measured while the turn ran (a hands-free turn prepared before its
+        # end was decided learns its `endpoint` then) are applied again, over the turn's own
+        for stage, ms in request.heard_ms.items():
+            rec.set(stage, ms)
         rec.finish(
             result,
             # a turn where nothing was heard is not part of the conversation

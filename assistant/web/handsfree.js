@@ -1,11 +1,12 @@
-// Hands-free: the microphone stays open and streams to /listen (see listen_route.py).
-// The server detects each utterance; this script shows its transcript as it grows, stops the
-// reply when the person speaks over it (barge-in), and starts the turn when the server says
-// the utterance ended. Turning hands-free off, or closing the tab, releases the microphone.
+// The call: the microphone streams to /listen, where a voice session on the server hears the
+// audio, decides when the person finished, runs the turn and sends its reply audio back on
+// the same socket (see listen_route.py and turns/session.py). This script only shows the
+// session's state and plays what it sends: it starts no turn and reads nothing off the page.
+// Ending the call, or closing the tab, releases the microphone.
 (() => {
   const WORKLET = `
     class Pcm16k extends AudioWorkletProcessor {
-      constructor() { super(); this.step = sampleRate / 16000; this.pos = 0; this.out = []; }
+      constructor() { super(); this.step = sampleRate / 16000; this.pos = 0; this.out = []; this.sum = 0; }
       process(inputs) {
         const input = inputs[0] && inputs[0][0];
         if (!input) return true;
@@ -13,66 +14,98 @@
         while (this.pos < input.length - 1) {
           const i = Math.floor(this.pos), f = this.pos - i;
           const v = input[i] * (1 - f) + input[i + 1] * f;
+          this.sum += v * v;
           this.out.push(Math.max(-32768, Math.min(32767, Math.round(v * 32767))));
           this.pos += this.step;
         }
         this.pos -= input.length;
         if (this.out.length >= 1600) {  // 100 ms a message
-          this.port.postMessage(new Int16Array(this.out).buffer);
-          this.out = [];
+          const level = Math.sqrt(this.sum / this.out.length);
+          this.port.postMessage({ pcm: new Int16Array(this.out).buffer, level });
+          this.out = []; this.sum = 0;
         }
         return true;
       }
     }
     registerProcessor('pcm16k', Pcm16k);`;
 
-  let live = null;  // {ctx, stream, ws, node}
+  const LABELS = {
+    off: 'Start a call', connecting: 'Connecting…', listening: 'Listening',
+    hearing: 'Hearing you', thinking: 'Thinking', speaking: 'Speaking',
+  };
+  let live = null;  // {ctx, stream, ws, node, playAt, sources}
+
+  const $ = (sel) => document.querySelector(sel);
 
   function show(text) {
-    const box = document.querySelector('#handsfree-live');
+    const box = $('#handsfree-live');
     if (box) box.textContent = text;
   }
 
-  function replyAudios() {
-    return Array.from(document.querySelectorAll('#reply-audio audio, audio'));
+  function setState(state) {
+    const root = $('#handsfree');
+    if (!root) return;
+    root.dataset.state = state;
+    const label = root.querySelector('.call-state');
+    if (label) label.textContent = LABELS[state] || state;
+    const button = root.querySelector('button.call-button');
+    if (button) {
+      button.textContent = state === 'off' ? '📞 Start call' : '⏹ End call';
+      button.setAttribute('aria-pressed', state === 'off' ? 'false' : 'true');
+    }
   }
 
-  function bargeIn() {
-    replyAudios().forEach((a) => a.pause());
-    document.querySelector('#stop-button')?.click();  // cancels generation and speech
+  function level(v) {
+    const bar = $('#handsfree .call-level > span');
+    if (bar) bar.style.width = `${Math.min(100, Math.round(v * 400))}%`;
   }
 
-  function startTurn(key) {
-    const box = document.querySelector('#handsfree-key textarea, #handsfree-key input');
-    if (!box) return;
-    box.value = key;
-    box.dispatchEvent(new Event('input', { bubbles: true }));
+  function refreshChat() {
+    // the turn is stored on the server; the conversation view reloads it from there
+    $('#call-refresh')?.click();
   }
 
-  function lastReplyText() {
-    const bots = document.querySelectorAll('#chatbot [data-testid=bot]');
-    return bots.length ? bots[bots.length - 1].innerText : '';
+  function play(buffer) {
+    // a binary frame: the sample rate (uint32 LE), then int16 PCM; queued gap-free
+    const rate = new DataView(buffer, 0, 4).getUint32(0, true);
+    const pcm = new Int16Array(buffer, 4);
+    const audio = live.ctx.createBuffer(1, pcm.length, rate);
+    const ch = audio.getChannelData(0);
+    for (let i = 0; i < pcm.length; i++) ch[i] = pcm[i] / 32768;
+    const src = live.ctx.createBufferSource();
+    src.buffer = audio;
+    src.connect(live.ctx.destination);
+    const at = Math.max(live.ctx.currentTime + 0.02, live.playAt);
+    src.start(at);
+    live.playAt = at + audio.duration;
+    live.sources.add(src);
+    src.onended = () => live && live.sources.delete(src);
   }
 
-  function watchPlayback(ws) {
-    // the echo guard: the server hears what is being played, and ignores it
-    const said = (playing) => {
-      if (ws.readyState === 1) ws.send(JSON.stringify({ playing, text: playing ? lastReplyText() : null }));
-    };
-    const on = (e) => { if (e.target.tagName === 'AUDIO') said(true); };
-    const off = (e) => { if (e.target.tagName === 'AUDIO') said(replyAudios().some((a) => !a.paused)); };
-    document.addEventListener('playing', on, true);
-    document.addEventListener('pause', off, true);
-    document.addEventListener('ended', off, true);
-    return () => {
-      document.removeEventListener('playing', on, true);
-      document.removeEventListener('pause', off, true);
-      document.removeEventListener('ended', off, true);
-    };
+  function silence() {
+    if (!live) return;
+    live.sources.forEach((s) => { try { s.stop(); } catch (e) { /* already ended */ } });
+    live.sources.clear();
+    live.playAt = 0;
+  }
+
+  function onMessage(e) {
+    if (typeof e.data !== 'string') { play(e.data); return; }
+    const m = JSON.parse(e.data);
+    if (m.kind === 'state') setState(m.state);
+    else if (m.kind === 'speech') { silence(); show('🎤 …'); }
+    else if (m.kind === 'partial') show(`🎤 ${m.text} …`);
+    else if (m.kind === 'turn') show(`🎤 ${m.text}`);
+    else if (m.kind === 'reply') show(`🔊 ${m.text}`);
+    else if (m.kind === 'barge') silence();
+    else if (m.kind === 'done') refreshChat();
+    else if (m.kind === 'ignored') show('');
+    else if (m.kind === 'error') show(`⚠️ ${m.text}`);
   }
 
   async function start() {
     if (live) return;
+    setState('connecting');
     const stream = await navigator.mediaDevices.getUserMedia({
       audio: { echoCancellation: true, noiseSuppression: true, autoGainControl: true, channelCount: 1 },
     });
@@ -85,43 +118,58 @@
     where.protocol = where.protocol === 'https:' ? 'wss:' : 'ws:';
     const ws = new WebSocket(where);
     ws.binaryType = 'arraybuffer';
-    node.port.onmessage = (e) => { if (ws.readyState === 1) ws.send(e.data); };
-    const unwatch = watchPlayback(ws);
-    ws.onmessage = (e) => {
-      const m = JSON.parse(e.data);
-      if (m.kind === 'speech') { bargeIn(); show('🎤 …'); }
-      else if (m.kind === 'partial') show(`🎤 ${m.text} …`);
-      else if (m.kind === 'final') { show(''); startTurn(m.key); }
-      else if (m.kind === 'ignored') show('');
-      else if (m.kind === 'error') show(`⚠️ ${m.text}`);
+    node.port.onmessage = (e) => {
+      level(e.data.level);
+      if (ws.readyState === 1) ws.send(e.data.pcm);
     };
+    ws.onmessage = onMessage;
+    ws.onopen = () => setState('listening');  // the session speaks only when it has news
     ws.onclose = () => { if (live && live.ws === ws) stop(); };
-    live = { ctx, stream, ws, node, unwatch };
+    live = { ctx, stream, ws, node, playAt: 0, sources: new Set() };
     show('Listening…');
   }
 
   function stop() {
     if (!live) return;
-    const { ctx, stream, ws, node, unwatch } = live;
+    const { ctx, stream, ws, node } = live;
+    silence();
     live = null;
-    unwatch();
     node.port.onmessage = null;
     stream.getTracks().forEach((t) => t.stop());  // the browser's microphone light goes off
     ctx.close();
     if (ws.readyState <= 1) ws.close();
     show('');
+    level(0);
+    setState('off');
   }
 
-  window.assistantHandsFree = {
-    // returns whether hands-free is on: the switch shows that, so it never stays on after failing
-    toggle: async (on) => {
-      const mic = window.assistantMicrophone;
-      if (on && !mic.usable()) { show(`⚠️ hands-free is off: ${mic.explain(null, true)}`); return false; }  // not a secure context
-      try { if (on) await start(); else stop(); }
-      catch (e) { stop(); show(`⚠️ hands-free could not start: ${mic.explain(e, true)}`); return false; }
-      return on;
-    },
-    active: () => live !== null,
-  };
+  // returns whether the call is on: the control shows that, so it never stays on after failing
+  async function toggle(on) {
+    const mic = window.assistantMicrophone;
+    if (on && mic && !mic.usable()) {  // not a secure context: say why, and what to do
+      setState('off');
+      show(`⚠️ the call cannot start: ${mic.explain(null, true)}`);
+      return false;
+    }
+    try { if (on) await start(); else stop(); }
+    catch (e) {
+      stop();
+      setState('off');
+      show(`⚠️ the call could not start: ${mic ? mic.explain(e, true) : (e.message || e)}`);
+      return false;
+    }
+    return on;
+  }
+
+  // the page's Stop also stops the call's reply (one cancel path: the session's)
+  document.addEventListener('click', (e) => {
+    if (e.target.closest && e.target.closest('#handsfree button.call-button')) toggle(!live);
+    else if (e.target.closest && e.target.closest('#stop-button') && live && live.ws.readyState === 1) {
+      silence();
+      live.ws.send(JSON.stringify({ stop: true }));
+    }
+  }, true);
+
+  window.assistantHandsFree = { toggle, active: () => live !== null };
   window.addEventListener('pagehide', stop);
 })();

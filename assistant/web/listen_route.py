@@ -15,10 +15,17 @@ back to the page the moment it happens (barge-in). Here the page's AudioWorklet 
 The page sends {"playing": true, "text": <the reply being spoken>} and {"playing": false}
 around its reply's playback: the listener's echo guard. Closing the socket (hands-free off, the
 tab closed) drops the listener and its audio.
+
+Calls are bounded (issue 19): at most `MAX_CALLS_PER_LOGIN` open at once per login and
+`MAX_CALLS` in all; a refused call is told why before the socket closes (code 4429). A socket
+that sends nothing for `IDLE_S` is dropped (the page sends audio ten times a second, so
+silence on the wire means the page is gone or stuck, not that the person is quiet).
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import logging
 from typing import Any
@@ -35,6 +42,36 @@ log = logging.getLogger(__name__)
 
 MAX_FRAME_BYTES = 64 * 1024
 """2 s of 16 kHz int16 audio: the page sends 100 ms at a time."""
+MAX_CALLS_PER_LOGIN = 2
+"""Two tabs of one person; a third is refused."""
+MAX_CALLS = 8
+"""In all: each call holds a VAD state and takes turns on the one speech-to-text pool."""
+IDLE_S = 15.0
+
+
+class Calls:
+    """Who has a call open: admission by login and in all."""
+
+    def __init__(self, per_login: int = MAX_CALLS_PER_LOGIN, total: int = MAX_CALLS):
+        self.per_login, self.total = per_login, total
+        self.open: dict[str, int] = {}
+
+    def admit(self, owner: str) -> str | None:
+        """None: admitted (call `leave` at the end); else why not."""
+        if sum(self.open.values()) >= self.total:
+            return f"the app has {self.total} calls open, its limit; try again in a moment"
+        if self.open.get(owner, 0) >= self.per_login:
+            return (
+                f"you already have {self.per_login} calls open (another tab?); "
+                "end one to start a new one"
+            )
+        self.open[owner] = self.open.get(owner, 0) + 1
+        return None
+
+    def leave(self, owner: str) -> None:
+        self.open[owner] -= 1
+        if not self.open[owner]:
+            del self.open[owner]
 
 
 def ws_owner(app: Any, ws: WebSocket, settings: Settings) -> str | None:
@@ -50,11 +87,19 @@ def ws_owner(app: Any, ws: WebSocket, settings: Settings) -> str | None:
 
 
 def add_listen_route(
-    app: Any, settings: Settings, speech: SpeechModels, utterances: Utterances
+    app: Any,
+    settings: Settings,
+    speech: SpeechModels,
+    utterances: Utterances,
+    rt: Any | None = None,
 ) -> None:
+    """With `rt` (the app), each call is a `VoiceSession` that runs its own turns; without,
+    the route only says what it heard (the tests of the route itself)."""
     from assistant.speech.listener import ListenConfig, Listener
 
-    config = ListenConfig(end_pause_ms=settings.handsfree_pause_ms)
+    config = ListenConfig(fallback_ms=settings.handsfree_pause_ms)
+    calls = Calls()
+    app.state.calls = calls
 
     async def listen(ws: WebSocket) -> None:
         owner = ws_owner(app, ws, settings)
@@ -62,16 +107,43 @@ def add_listen_route(
             await ws.close(code=4401, reason="log in first")
             return
         await ws.accept()
+        refused = calls.admit(owner)
+        if refused:
+            await ws.send_json({"kind": "error", "text": f"call refused: {refused}"})
+            await ws.close(code=4429, reason=refused[:120])
+            return
+        try:
+            await _call(ws, owner)
+        finally:
+            calls.leave(owner)
+
+    async def _call(ws: WebSocket, owner: str) -> None:
         try:
             stt = await speech.stt()
+            turn_end = await speech.turn_end()
         except AssistantError as e:
             await ws.send_json({"kind": "error", "text": f"hands-free is off: {e}"})
             await ws.close()
             return
-        listener = Listener(stt, config)
+        listener = Listener(stt, config, turn_end=turn_end)
+        if rt is not None:
+            await _session_call(ws, owner, listener)
+            return
+
+        async def say() -> None:
+            # what the background transcriptions and the turn-end model hear, as it comes
+            while True:
+                for heard in await listener.next():
+                    await ws.send_json(_said(heard, owner, utterances))
+
+        speaker = asyncio.create_task(say(), name="listen-say")
         try:
             while True:
-                message = await ws.receive()
+                try:
+                    message = await asyncio.wait_for(ws.receive(), IDLE_S)
+                except TimeoutError:
+                    await ws.close(code=4408, reason=f"nothing received for {IDLE_S:.0f} s")
+                    break
                 if message["type"] == "websocket.disconnect":
                     break
                 data = message.get("bytes")
@@ -83,9 +155,80 @@ def add_listen_route(
                         await ws.send_json(_said(heard, owner, utterances))
                 elif message.get("text"):
                     _control(listener, message["text"])
-        except WebSocketDisconnect:
+        except (WebSocketDisconnect, RuntimeError):
+            pass  # the page went away mid-send
+        finally:
+            speaker.cancel()
+            with contextlib.suppress(BaseException):
+                await speaker
+            await listener.close()
+
+    async def _session_call(ws: WebSocket, owner: str, listener: Any) -> None:
+        from assistant.turns.session import VoiceSession
+
+        assert rt is not None
+        lock = asyncio.Lock()  # the session's tasks and this loop share the socket
+
+        async def send_json(message: dict[str, Any]) -> None:
+            async with lock:
+                await ws.send_json(message)
+
+        async def send_bytes(data: bytes) -> None:
+            async with lock:
+                await ws.send_bytes(data)
+
+        def conversation() -> str:
+            cid = rt.conversations.prefs(owner).get("conversation")
+            if not isinstance(cid, str) or not rt.conversations.owned_by(cid, owner):
+                cid = rt.conversations.start(owner)
+                rt.conversations.remember(owner, conversation=cid)
+            return cid
+
+        async def tts() -> Any:
+            prefs = rt.conversations.prefs(owner)
+            if not prefs.get("speak", True):
+                return None
+            try:
+                return await speech.tts(prefs.get("voice"), float(prefs.get("rate", 1.0)))
+            except AssistantError:
+                return await speech.tts(None, float(prefs.get("rate", 1.0)))
+
+        async def route(text: str) -> str:
+            decision = await asyncio.to_thread(rt.router.decide, text)
+            return str(decision.lane)
+
+        session = VoiceSession(
+            listener, rt.turns, owner=owner, conversation=conversation, tts=tts, route=route,
+            send_json=send_json, send_bytes=send_bytes,
+        )  # fmt: skip
+        hearing = asyncio.create_task(session.run(), name="call-hear")
+        try:
+            while True:
+                try:
+                    message = await asyncio.wait_for(ws.receive(), IDLE_S)
+                except TimeoutError:
+                    await ws.close(code=4408, reason=f"nothing received for {IDLE_S:.0f} s")
+                    break
+                if message["type"] == "websocket.disconnect":
+                    break
+                data = message.get("bytes")
+                if data is not None:
+                    if len(data) > MAX_FRAME_BYTES or len(data) % 2:
+                        await send_json({"kind": "error", "text": "bad audio frame"})
+                        break
+                    await session.feed(data, now_ms())
+                elif message.get("text"):
+                    with contextlib.suppress(ValueError):
+                        control = json.loads(message["text"])
+                        if isinstance(control, dict) and control.get("stop"):
+                            await session.barge_in()  # the page's Stop
+        except (WebSocketDisconnect, RuntimeError):
             pass
         finally:
+            hearing.cancel()
+            with contextlib.suppress(BaseException):
+                await hearing
+            await session.close()
             await listener.close()
 
     app.add_api_websocket_route("/listen", listen)

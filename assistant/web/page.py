@@ -37,7 +37,15 @@ BANNER_EVERY_S = 10.0
 PROBE_CACHE_S = 5.0
 # Stop and barge-in also silence what the browser is already playing.
 PAUSE_AUDIO_JS = "() => { document.querySelectorAll('audio').forEach((a) => a.pause()); }"
-HANDSFREE_JS = "(on) => window.assistantHandsFree.toggle(on)"
+STAMP_SENT_JS = (
+    "(audio, history, session, speak, sent) => [audio, history, session, speak, Date.now()]"
+)
+"""Push-to-talk: the page stamps the moment it sends a recording (its clock, epoch ms)."""
+CALL_HTML = """<div class="call">
+<button class="call-button" type="button" aria-pressed="false">📞 Start call</button>
+<div class="call-status"><span class="call-state">Start a call</span>
+<div class="call-level" aria-hidden="true"><span></span></div></div></div>"""
+"""The call control (`handsfree.js` drives it): start/end, its state, the microphone level."""
 
 
 class EngineStatus:
@@ -120,6 +128,25 @@ PAGE_CSS = """
 #mic-notice.mic-notice-on { padding: 0.6em 0.8em; border-radius: var(--radius-md);
   border: 1px solid var(--color-accent); background: var(--background-fill-secondary); }
 #mic .record-button.mic-unusable { opacity: 0.5; cursor: not-allowed; }
+/* the call: one prominent control, its state and the microphone's level */
+#handsfree .call { display: flex; align-items: center; gap: 0.75em; flex-wrap: wrap; }
+#handsfree .call-button { font-size: 1.1em; padding: 0.6em 1.2em; border-radius: 2em;
+  border: none; background: var(--button-primary-background-fill);
+  color: var(--button-primary-text-color); cursor: pointer; min-width: 11em; }
+#handsfree:not([data-state="off"]):not([data-state=""])[data-state] .call-button {
+  background: var(--button-cancel-background-fill, #d33); }
+#handsfree .call-status { display: flex; flex-direction: column; gap: 0.3em; min-width: 8em; }
+#handsfree .call-level { height: 6px; width: 8em; background: var(--border-color-primary);
+  border-radius: 3px; overflow: hidden; }
+#handsfree .call-level > span { display: block; height: 100%; width: 0;
+  background: var(--color-accent); transition: width 80ms linear; }
+#handsfree[data-state="speaking"] .call-state::before { content: "🔊 "; }
+#handsfree[data-state="thinking"] .call-state::before { content: "⏳ "; }
+#handsfree[data-state="hearing"] .call-state::before { content: "🎤 "; }
+@media (max-width: 640px) {
+  #handsfree-row { flex-direction: column; }
+  #handsfree .call-button { flex: 1 1 100%; }
+}
 /* the Jobs panel: a table at desk widths, a list of cards on a phone */
 #jobs-list { display: none; }
 .jobs-list { list-style: none; padding: 0; margin: 0; }
@@ -225,16 +252,12 @@ def build_ui(
                 # filled by microphone.js when this page cannot use the microphone, and why
                 gr.HTML("", elem_id="mic-notice", padding=False)
                 with gr.Row(elem_id="handsfree-row"):
-                    handsfree = gr.Checkbox(
-                        label="Hands-free: listen all the time, answer after a pause",
-                        value=False,
-                        elem_id="handsfree",
-                        scale=0,
-                        min_width=300,
-                    )
+                    # the call: one control with its state; the session on the server runs it
+                    gr.HTML(CALL_HTML, elem_id="handsfree")
                     gr.HTML("", elem_id="handsfree-live")
-                # the utterance's key, set by handsfree.js: its change starts the turn
-                heard_key = gr.Textbox(visible="hidden", elem_id="handsfree-key")
+                # a call's turn is stored by the server; this reloads the chat from the store
+                call_refresh = gr.Button("refresh", visible="hidden", elem_id="call-refresh")
+                sent_at = gr.Number(visible="hidden", elem_id="voice-sent-at")
                 notice_audio = gr.Audio(autoplay=True, visible="hidden")
                 voice = build_voice_panel(settings)
             with gr.Tab("Jobs", id="jobs", elem_id="tab-jobs"):
@@ -254,19 +277,19 @@ def build_ui(
             delegate.click(turns.delegate, **chat_io, **private),
         ]
         voice_io = {
-            "inputs": [mic, chatbot, session, speak],
+            "inputs": [mic, chatbot, session, speak, sent_at],
             "outputs": [chatbot, reply_audio, mic],
+            "js": STAMP_SENT_JS,  # the recording's latency counts from when the page sent it
         }
         replies += [
             mic.stop_recording(turns.voice, **voice_io, **private),
             mic.upload(turns.voice, **voice_io, **private),
-            heard_key.change(
-                turns.handsfree, inputs=[heard_key, chatbot, session, speak],
-                outputs=[chatbot, reply_audio], **private,
-            ),
-        ]  # fmt: skip
-        # the switch follows what the script says: off again when the microphone cannot start
-        handsfree.input(None, inputs=handsfree, outputs=handsfree, js=HANDSFREE_JS, **private)
+        ]
+        call_refresh.click(
+            library.reopen, inputs=session,
+            outputs=[chatbot, side.listing, side.title, side.export, side.confirm_row],
+            show_progress="hidden", **private,
+        )  # fmt: skip
         demo.load(None, js=MIC_CHECK_JS, **private)
         # Stop, or starting to speak again (barge-in), cancels the reply and its speech
         stop.click(None, js=PAUSE_AUDIO_JS, cancels=replies, **private)

@@ -192,7 +192,7 @@ def add_routes(app: Any, rt: Runtime, speech: SpeechModels, utterances: Utteranc
     add_metrics_route(app, rt)
     from assistant.web.listen_route import add_listen_route
 
-    add_listen_route(app, rt.settings, speech, utterances)
+    add_listen_route(app, rt.settings, speech, utterances, rt=rt)
     # the OpenAI-compatible API: a turn per request, outside Gradio's queue
     from assistant.web.openai_route import add_openai_routes
 

@@ -135,7 +135,7 @@ class SpeechModels:
 
     def __init__(self, settings: Settings):
         self.settings = settings
-        self.loading: str | None = "Loading the speech models (Whisper, Piper)"
+        self.loading: str | None = "Loading the speech models (Whisper, Piper, turn end)"
         """What is still loading, for the page's banner; None once ready."""
 
     async def stt(self) -> Any:
@@ -150,9 +150,16 @@ class SpeechModels:
         loaded = await asyncio.to_thread(load_tts, self.settings, voice)
         return loaded.at_rate(rate)
 
+    async def turn_end(self) -> Any:
+        """The turn-end model (Smart Turn), loaded and warmed once."""
+        from assistant.speech.turn_end import load_turn_end
+
+        return await asyncio.to_thread(load_turn_end)
+
     async def warm(self) -> None:
-        """Load both at start so the first voice turn does not pay for it."""
-        for name, load in (("Whisper", self.stt), ("Piper", self.tts)):
+        """Load them all at start so the first voice turn does not pay for it."""
+        loads = (("Whisper", self.stt), ("Piper", self.tts), ("turn end", self.turn_end))
+        for name, load in loads:
             self.loading = f"Loading the speech model ({name})"
             try:
                 await load()
@@ -173,6 +180,19 @@ async def voice_of(speech: SpeechModels, prefs: dict[str, Any]) -> Any:
             return None
         gr.Warning(f"The voice {voice!r} is not available ({e}); using the default voice.")
         return await voice_of(speech, {"rate": rate})
+
+
+MAX_CLOCK_GAP_MS = 60_000.0
+"""A page clock further off than this from the server's is not trusted (another device)."""
+
+
+def waited_ms(sent_at: float | None) -> float:
+    """How long ago the page sent a recording, by its stamp; 0 when it has none or its clock
+    disagrees (ahead of the server's, or behind by more than `MAX_CLOCK_GAP_MS`)."""
+    if not sent_at:
+        return 0.0
+    waited = time.time() * 1000 - float(sent_at)
+    return waited if 0 <= waited <= MAX_CLOCK_GAP_MS else 0.0
 
 
 class Turns:
@@ -263,13 +283,16 @@ class Turns:
         history: list[dict[str, Any]],
         session: Session,
         speak: bool,
+        sent_at: float | None,
         request: gr.Request,
     ) -> AsyncIterator[tuple[Any, ...]]:
-        """A recording stopped or a file was uploaded. Outputs: chatbot, audio out, audio in."""
+        """A recording stopped or a file was uploaded. Outputs: chatbot, audio out, audio in.
+        `sent_at`: when the page sent it (epoch ms, its clock): latency counts from there, so
+        the upload and the wait in the queue are in `stt`, `first_audio` and `total`."""
         if not audio_path:
             yield gr.skip(), gr.skip(), gr.skip()
             return
-        received = now_ms()  # end of speech: latency counts from here
+        received = now_ms() - waited_ms(sent_at)
         owner = owner_of(self.settings, request)
         view = TurnView(history, "🎤 …")
         try:

@@ -1,0 +1,67 @@
+"""What the hands-free listener is told (`ListenConfig`) and says (`Heard`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+
+@dataclass(frozen=True)
+class ListenConfig:
+    candidate_ms: int = 200
+    """Silence after which the turn may be over: the final transcript and the turn-end model
+    start, and a reply can be prepared. Measured on ../shared/audio: Silero marks the gaps
+    between words inside a phrase at 32-160 ms, so 200 ms is past them; the model's verdict
+    on a finished phrase is already settled at 200 ms (0.95-0.98 on every finished recording)."""
+    fallback_ms: int = 1500
+    """Silence that ends the turn whatever the model says. The longest mid-sentence pause in
+    the recordings is 1088 ms (jfk.flac, "... can do for you, | ask what ..."; the model says
+    0.02-0.07 all through it), so 1.5 s keeps it one turn, while a finished turn the model
+    doubts waits at most this long."""
+    recheck_ms: int = 300
+    """While the model says "not finished", it is asked again after this much more silence
+    (the tail of a falling phrase can settle later: hotwords.mp3 goes 0.25 at 200 ms to
+    0.88 at 400 ms)."""
+    end_threshold: float = 0.5
+    """Smart Turn's probability above which the turn is complete (pipecat's own cut)."""
+    min_speech_ms: int = 250
+    """Voiced time below this (a cough, a click, a knock) starts no turn."""
+    threshold: float = 0.5
+    """Silero speech probability above which a frame is voiced."""
+    max_utterance_s: float = 30.0
+    barge_min_speech_ms: int = 300
+    """While a reply plays, speech must last this long (and not be its echo) to interrupt."""
+    preroll_ms: int = 300
+    """Audio kept from before the first voiced frame, so the first word is not clipped."""
+    merge_ms: int = 1500
+    """Speech that starts this soon after the last word of a committed turn continues it: the
+    listener says "resumed" (the session cancels the reply it started) and the final
+    transcript and the model then hear both parts as one. jfk.flac's "And so my fellow
+    Americans," sounds finished (0.95) and goes on 1.15 s after the last word; a reply's
+    first audio comes 0.8-1.5 s after the last word, so this is "they went on as the reply
+    began". It counts from the last word, so a commit delayed on a busy machine does not
+    widen it. Speaking later than this over the reply is a barge-in and a turn of its own."""
+    preview_every_ms: int = 1000
+    """The words so far are transcribed this often while someone speaks (the growing
+    transcript)."""
+
+
+HeardKind = Literal["speech", "partial", "candidate", "resumed", "final", "ignored"]
+
+
+@dataclass(frozen=True)
+class Heard:
+    kind: HeardKind
+    utterance: int
+    text: str = ""
+    reason: str = ""
+    """Why it was ignored; on "final", what ended it: "model" or "pause" (the fallback)."""
+    last_word_ms: float | None = None
+    """`now_ms()` clock of the end of the last voiced frame (on "candidate" and "final")."""
+    endpoint_ms: float | None = None
+    """From the last word to the decision that the turn ended (on "final")."""
+    stt_ms: float | None = None
+    """Transcription still to do after that decision (on "final"; 0: it was ready)."""
+    probability: float | None = None
+    """The turn-end model's last verdict (on "final"; None: it was not asked)."""
+    audio_s: float = 0.0

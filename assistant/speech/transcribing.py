@@ -1,0 +1,118 @@
+"""Transcription for the listener: one at a time per utterance, previews giving way.
+
+A newer request replaces a waiting one (a final is never queued behind a preview that would
+only be superseded), and a preview starts only when no other listener's transcription is in
+flight in this process, so on a busy machine previews give way to other people's finals.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
+
+import numpy as np
+
+from assistant.records import Transcript
+from assistant.speech.pools import speech_pools
+
+
+class SpeechToText(Protocol):
+    def transcribe(self, samples: np.ndarray) -> Transcript: ...
+
+
+class SttGate:
+    """Listener transcriptions in flight in this process: previews wait for none."""
+
+    in_flight = 0
+
+
+@dataclass
+class Job:
+    kind: Literal["preview", "check", "final"]
+    upto: int
+    """Frames of the utterance it reads."""
+    epoch: int
+    utterance: int
+
+
+class Transcribing:
+    """The listener's transcriptions (`Listener` supplies the state and `_transcribed`)."""
+
+    stt: SpeechToText
+    _audio: list[np.ndarray]
+    _epoch: int
+    _uid: int
+    _running: Job | None
+    _waiting: Job | None
+    _tasks: set[asyncio.Task[Any]]
+
+    _out: list[Any]
+    _ready: asyncio.Event
+
+    def _transcribed(self, job: Job, text: str) -> None:
+        raise NotImplementedError
+
+    # what the listener heard, for its one reader
+    def take(self) -> list[Any]:
+        out, self._out = self._out, []
+        self._ready.clear()
+        return out
+
+    async def next(self) -> list[Any]:
+        """Wait until something was heard; what was."""
+        while not self._out:
+            await self._ready.wait()
+        return self.take()
+
+    async def settle(self) -> list[Any]:
+        """Wait for every transcription and model call in flight; what they produced."""
+        while self._tasks:
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+        return self.take()
+
+    def _say(self, heard: Any) -> None:
+        self._out.append(heard)
+        self._ready.set()
+
+    def _transcribe(self, kind: Literal["preview", "check", "final"], upto: int) -> None:
+        job = Job(kind, upto, self._epoch, self._uid)
+        if self._running is not None:
+            # one at a time: this waits for the running one, replacing any older waiting one
+            # (a final is never queued behind a preview that would only be superseded)
+            if self._waiting is None or kind != "preview" or self._waiting.kind == "preview":
+                self._waiting = job
+            return
+        if kind == "preview" and SttGate.in_flight:
+            return  # someone else's transcription is running: the next preview will do
+        self._start(job)
+
+    def _start(self, job: Job) -> None:
+        self._running = job
+        audio = np.concatenate(self._audio[: job.upto])
+        SttGate.in_flight += 1
+
+        async def run() -> None:
+            text: str | None = None
+            try:
+                transcript = await speech_pools().run_stt(self.stt.transcribe, audio)
+                text = transcript.text.strip()
+            finally:
+                SttGate.in_flight -= 1
+                self._running = None
+                if text is not None:
+                    self._transcribed(job, text)
+                waiting, self._waiting = self._waiting, None
+                if (
+                    waiting is not None
+                    and waiting.utterance == self._uid
+                    and (waiting.kind == "preview" or waiting.epoch == self._epoch)
+                ):
+                    self._start(waiting)
+
+        self._spawn(run())
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)

@@ -1,0 +1,331 @@
+"""A call: one voice session per open page, on the server, owning that page's voice turns.
+
+The session hears what the `Listener` hears and runs the turn itself, so a hands-free turn
+never crosses the browser: it decides the end of the turn (the listener's turn-end model),
+starts the turn as a kept task, knows what it is saying (the reply's text and how much of its
+audio was sent), barges in by cancelling that task, and sends the reply's audio back over the
+same WebSocket for the page's audio player. The page only shows the session's events.
+
+Replies are prepared before the end is confirmed: at a candidate end (200 ms of silence) the
+turn starts on the candidate's transcript (route, chat-lane request, first sentence's speech)
+and its events are held; the committed end releases them, a resumption cancels the turn and
+it is forgotten (never stored). A turn the router sends to the deep lane is never started
+speculatively: it waits for the commit, so no job is ever queued for words that went on.
+
+Messages to the page (JSON; audio as binary frames after an "audio" header):
+
+    {"kind": "state", "state": "listening" | "hearing" | "thinking" | "speaking"}
+    {"kind": "speech" | "partial" | "ignored", "utterance": n, "text": ...}
+    {"kind": "turn", "utterance": n, "text": ...}          the committed request
+    {"kind": "reply", "utterance": n, "text": ...}         the reply so far
+    binary frame                                           reply audio: the sample rate
+                                                           (uint32 LE), then int16 PCM
+    {"kind": "done", "utterance": n, "meta": ..., "stopped": bool}
+    {"kind": "barge", "utterance": n}                      stop playing now
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import struct
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from assistant.records import TurnEvent, TurnResult, now_ms
+from assistant.speech.listener import Heard, Listener
+from assistant.turns.pipeline import Pipeline, TurnRequest
+from assistant.turns.stream import cancel_all
+
+log = logging.getLogger(__name__)
+
+SendJson = Callable[[dict[str, Any]], Awaitable[None]]
+SendBytes = Callable[[bytes], Awaitable[None]]
+PLAYBACK_SLACK_MS = 300.0
+"""After the last audio is due to end on the page, the echo guard stays on this long."""
+
+
+@dataclass
+class VoiceTurn:
+    """One turn the session started: held until committed, then sent."""
+
+    utterance: int
+    text: str
+    heard: Heard
+    committed: asyncio.Event = field(default_factory=asyncio.Event)
+    task: asyncio.Task[None] | None = None
+    discard: bool = False
+    """Cancelled before it was committed: the person went on; it is not stored."""
+    reply: str = ""
+    audio_ms: float = 0.0
+    """Audio sent to the page so far (its duration)."""
+    first_audio_at: float | None = None
+    request: TurnRequest | None = None
+
+
+class VoiceSession:
+    """The call of one page. `run` until the socket closes; `close` cancels what runs."""
+
+    def __init__(
+        self,
+        listener: Listener,
+        pipeline: Pipeline,
+        *,
+        owner: str,
+        conversation: Callable[[], str | None],
+        tts: Callable[[], Awaitable[Any]],
+        route: Callable[[str], Awaitable[str]] | None = None,
+        send_json: SendJson,
+        send_bytes: SendBytes,
+        on_done: Callable[[TurnResult], None] | None = None,
+    ):
+        self.listener = listener
+        self.pipeline = pipeline
+        self.owner = owner
+        self.conversation = conversation
+        """The conversation the page has open (asked at each turn)."""
+        self.tts = tts
+        self.route = route
+        """The lane a text would take (no engine call): a deep one waits for the commit."""
+        self.send_json = send_json
+        self.send_bytes = send_bytes
+        self.on_done = on_done
+        self.turn: VoiceTurn | None = None
+        self.state = "listening"
+        self._playing_until = 0.0
+        self._echo_task: asyncio.Task[None] | None = None
+        self._hearing = asyncio.Lock()
+        """What was heard is handled in order, one at a time (the socket's reader and the
+        listener's background work both deliver)."""
+
+    async def run(self) -> None:
+        while True:
+            for heard in await self.listener.next():
+                await self.hear(heard)
+
+    async def feed(self, pcm: bytes, received_ms: float) -> None:
+        """Audio in: never waits for what the session does with it (`run` hears it)."""
+        await self.listener.feed(pcm, received_ms, take=False)
+
+    async def hear(self, heard: Heard) -> None:
+        async with self._hearing:
+            await self._hear(heard)
+
+    async def _hear(self, heard: Heard) -> None:
+        turn = self.turn
+        if heard.kind == "speech":
+            if turn is not None and turn.utterance != heard.utterance:
+                await self.barge_in()  # speaking over the reply: it stops, now
+            await self._state("hearing")
+            await self.send_json({"kind": "speech", "utterance": heard.utterance})
+        elif heard.kind == "partial":
+            await self.send_json(
+                {"kind": "partial", "utterance": heard.utterance, "text": heard.text}
+            )
+        elif heard.kind == "candidate":
+            if turn is None or turn.utterance != heard.utterance:
+                await self._start(heard, committed=False)
+        elif heard.kind == "resumed":
+            if turn is not None and turn.utterance == heard.utterance:
+                await self._cancel(discard=True)  # the same turn goes on: answered whole
+                await self.send_json({"kind": "barge", "utterance": heard.utterance})
+            await self._state("hearing")
+        elif heard.kind == "final":
+            if turn is not None and turn.utterance == heard.utterance and turn.text == heard.text:
+                turn.heard = heard
+                if turn.request is not None:
+                    self._stamp(turn, turn.request)
+                turn.committed.set()
+            else:
+                await self._cancel(discard=True)
+                await self._start(heard, committed=True)
+            await self.send_json({"kind": "turn", "utterance": heard.utterance, "text": heard.text})
+            await self._state("thinking")
+        elif heard.kind == "ignored":
+            if turn is not None and turn.utterance == heard.utterance:
+                await self._cancel(discard=True)
+            await self.send_json(
+                {"kind": "ignored", "utterance": heard.utterance, "reason": heard.reason}
+            )
+            await self._state("speaking" if self.turn else "listening")
+
+    async def barge_in(self) -> None:
+        """Stop the reply (Stop, or the person speaking over it); a committed turn is kept,
+        marked stopped, with what it had said."""
+        turn = self.turn
+        if turn is None:
+            return
+        await self._cancel(discard=not turn.committed.is_set())
+        await self.send_json({"kind": "barge", "utterance": turn.utterance})
+
+    async def _start(self, heard: Heard, *, committed: bool) -> None:
+        if not committed and self.route is not None:
+            with contextlib.suppress(Exception):
+                if await self.route(heard.text) == "deep":
+                    return  # never speculative: a job waits for the committed end
+        turn = VoiceTurn(heard.utterance, heard.text, heard)
+        if committed:
+            turn.committed.set()
+        self.turn = turn
+        turn.task = asyncio.create_task(self._run(turn), name=f"voice-turn-{heard.utterance}")
+
+    async def _cancel(self, *, discard: bool) -> None:
+        turn, self.turn = self.turn, None
+        if turn is None or turn.task is None:
+            return
+        turn.discard = discard
+        # repeated until it lands (a cancel can be dropped on Python 3.11; see cancel_all)
+        with contextlib.suppress(BaseException):
+            await cancel_all([turn.task])
+        self.listener.playing(None)
+
+    async def _run(self, turn: VoiceTurn) -> None:
+        held: list[TurnEvent] = []
+        result: TurnResult | None = None
+        try:
+            tts = await self.tts()
+            heard = turn.heard
+            request = TurnRequest(
+                text=turn.text,
+                owner=self.owner,
+                conversation_id=self.conversation(),
+                speak=tts is not None,
+                received_ms=heard.last_word_ms,
+                source="voice",
+                heard_ms={},
+            )
+            turn.request = request
+            if turn.committed.is_set():
+                self._stamp(turn, request)
+            stream = self.pipeline.stream(
+                request, tts=tts, keep_stopped=lambda: not turn.discard,
+                hold=lambda: self._said(turn),
+            )  # fmt: skip
+            async with contextlib.aclosing(stream) as events:
+                async for event in events:
+                    if not turn.committed.is_set():
+                        held.append(event)
+                        if event.kind == "audio":
+                            # prepared up to its first audio: wait for the end to be decided
+                            await turn.committed.wait()
+                            self._stamp(turn, request)
+                            # the person hears it from now, not from when it was ready
+                            request.heard_ms["first_audio"] = now_ms() - (
+                                heard.last_word_ms or now_ms()
+                            )
+                            for e in held:
+                                await self._send(turn, e)
+                            held.clear()
+                        continue
+                    if held:
+                        self._stamp(turn, request)
+                        for e in held:
+                            await self._send(turn, e)
+                        held.clear()
+                    if event.kind == "done":
+                        result = event.result
+                    await self._send(turn, event)
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:  # a failed turn must not end the call
+            log.warning("voice turn failed: %s", e)
+            await self.send_json({"kind": "reply", "utterance": turn.utterance,
+                                  "text": f"⚠️ {e}"})  # fmt: skip
+        finally:
+            if self.turn is turn:
+                self.turn = None
+            if result is not None and self.on_done is not None:
+                self.on_done(result)
+            if not turn.discard:
+                with contextlib.suppress(Exception):
+                    await self.send_json(
+                        {"kind": "done", "utterance": turn.utterance,
+                         "stopped": result is None}
+                    )  # fmt: skip
+            if self.turn is None and not turn.discard:
+                with contextlib.suppress(Exception):
+                    await self._state("speaking" if self._playing_until > now_ms() else "listening")
+
+    async def _said(self, turn: VoiceTurn) -> None:
+        """Until the turn is the person's (committed) and its audio has played out on the
+        page: a reply is what it said, so speaking over it stops it, even once generated."""
+        await turn.committed.wait()
+        if turn.discard or self.turn is not turn:
+            raise asyncio.CancelledError  # superseded while it ran: never stored
+        # and until the window for going on with it has passed (a short reply may end before
+        # the person goes on: the turn is then still theirs to continue, not stored yet)
+        config = getattr(self.listener, "config", None)
+        window = float(getattr(config, "merge_ms", 0))
+        heard_at = turn.heard.last_word_ms
+        if heard_at is not None and (left_ms := heard_at + window - now_ms()) > 0:
+            await asyncio.sleep(left_ms / 1000)
+            if turn.discard or self.turn is not turn:
+                raise asyncio.CancelledError
+        go_on = getattr(self.listener, "may_go_on", None)
+        while go_on is not None and go_on(turn.utterance):  # noqa: ASYNC110
+            await asyncio.sleep(0.05)  # a sound after it, not yet told apart (echo check)
+        if turn.discard or self.turn is not turn:
+            raise asyncio.CancelledError
+        # a deadline that moves as audio is sent: re-read after each sleep
+        while (left := self._playing_until - now_ms()) > 0:
+            await asyncio.sleep(left / 1000)
+            if turn.discard or self.turn is not turn:
+                raise asyncio.CancelledError
+
+    @staticmethod
+    def _stamp(turn: VoiceTurn, request: TurnRequest) -> None:
+        """The listener's timings, as of the commit (the request went out before it)."""
+        heard = turn.heard
+        for key, value in (("endpoint", heard.endpoint_ms), ("stt", heard.stt_ms)):
+            if value is not None:
+                request.heard_ms[key] = value
+
+    async def _send(self, turn: VoiceTurn, event: TurnEvent) -> None:
+        if event.kind == "content":
+            turn.reply += event.text
+            await self.send_json({"kind": "reply", "utterance": turn.utterance, "text": turn.reply})
+        elif event.kind == "audio" and event.audio is not None:
+            chunk = event.audio
+            if turn.first_audio_at is None:
+                turn.first_audio_at = now_ms()
+                await self._state("speaking")
+            rate = chunk.sample_rate
+            # one binary frame: the sample rate (uint32, little-endian), then int16 PCM
+            await self.send_bytes(struct.pack("<I", rate) + bytes(chunk.samples))
+            turn.audio_ms += len(chunk.samples) / 2 / rate * 1000
+            # the echo guard: what is being said, until its audio has played out
+            self.listener.playing(turn.reply or chunk.text)
+            self._playing_until = turn.first_audio_at + turn.audio_ms + PLAYBACK_SLACK_MS
+            self._arm_echo_off()
+        elif event.kind == "error":
+            await self.send_json(
+                {"kind": "reply", "utterance": turn.utterance, "text": f"⚠️ {event.text}"}
+            )
+
+    def _arm_echo_off(self) -> None:
+        if self._echo_task is not None:
+            self._echo_task.cancel()
+
+        async def off() -> None:
+            # a deadline that moves as more audio is sent: re-read after each sleep
+            while (left := self._playing_until - now_ms()) > 0:  # noqa: ASYNC110
+                await asyncio.sleep(left / 1000)
+            self.listener.playing(None)
+            if self.turn is None:
+                await self._state("listening")
+
+        self._echo_task = asyncio.create_task(off(), name="echo-off")
+
+    async def _state(self, state: str) -> None:
+        if state != self.state:
+            self.state = state
+            await self.send_json({"kind": "state", "state": state})
+
+    async def close(self) -> None:
+        await self._cancel(discard=False)
+        if self._echo_task is not None:
+            self._echo_task.cancel()
+            with contextlib.suppress(BaseException):
+                await self._echo_task

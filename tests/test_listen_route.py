@@ -1,0 +1,68 @@
+"""`/listen` bounds its calls: per login and in all, a refused call says why, and a socket
+that sends nothing is dropped. Starlette's test client on the real route (no login: "local")."""
+
+from __future__ import annotations
+
+import pytest
+from fastapi import FastAPI
+from starlette.testclient import TestClient
+from starlette.websockets import WebSocketDisconnect
+
+from assistant.settings import Settings
+from assistant.web import listen_route
+from assistant.web.listen_route import Calls, add_listen_route
+from assistant.web.utterances import Utterances
+
+
+class Speech:
+    """The route's speech models: never asked for in these tests beyond loading."""
+
+    async def stt(self):
+        return object()
+
+    async def turn_end(self):
+        return None
+
+
+def client() -> tuple[TestClient, FastAPI]:
+    app = FastAPI()
+    add_listen_route(app, Settings(), Speech(), Utterances())  # type: ignore[arg-type]
+    return TestClient(app), app
+
+
+def test_calls_are_capped_per_login_and_in_all():
+    calls = Calls(per_login=2, total=3)
+    assert calls.admit("ann") is None and calls.admit("ann") is None
+    assert "already have 2 calls" in (calls.admit("ann") or "")
+    assert calls.admit("bob") is None
+    assert "3 calls open" in (calls.admit("cy") or "")
+    calls.leave("ann")
+    assert calls.admit("cy") is None and calls.open == {"ann": 1, "bob": 1, "cy": 1}
+
+
+def test_a_third_call_from_one_login_is_refused_with_the_reason():
+    tc, app = client()
+    with tc.websocket_connect("/listen") as one, tc.websocket_connect("/listen") as two:
+        one.send_bytes(bytes(3200))
+        two.send_bytes(bytes(3200))
+        with tc.websocket_connect("/listen") as three:
+            said = three.receive_json()
+            assert said["kind"] == "error" and "already have 2 calls" in said["text"]
+            with pytest.raises(WebSocketDisconnect) as closed:
+                three.receive_json()
+            assert closed.value.code == 4429
+        assert app.state.calls.open == {"local": 2}
+    # the calls that ended are counted out: a new one is admitted
+    with tc.websocket_connect("/listen") as again:
+        again.send_bytes(bytes(3200))
+        again.close()
+
+
+def test_a_socket_that_sends_nothing_is_dropped(monkeypatch):
+    monkeypatch.setattr(listen_route, "IDLE_S", 0.5)
+    tc, app = client()
+    with tc.websocket_connect("/listen") as ws:
+        with pytest.raises(WebSocketDisconnect) as closed:
+            ws.receive_json()
+        assert closed.value.code == 4408
+    assert app.state.calls.open == {}

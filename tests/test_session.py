@@ -1,0 +1,200 @@
+"""The call's voice session: a reply prepared at a candidate end is held until the end is
+committed, forgotten when the person goes on, never started for the deep lane; speaking over
+a reply stops it (kept, marked stopped). The turns are a scripted pipeline; the listener's
+events are real ones, and jfk.flac goes through the real listener at real time."""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+
+import numpy as np
+import soundfile as sf
+
+from assistant.records import AudioChunk, RouteDecision, TurnEvent, TurnResult, now_ms
+from assistant.settings import Settings
+from assistant.speech.listener import Heard, Listener
+from assistant.speech.stt import load_stt
+from assistant.speech.turn_end import load_turn_end
+from assistant.turns.session import VoiceSession
+from tests.conftest import AUDIO
+
+
+class Turns:
+    """A pipeline whose turns answer "Sure." with one audio chunk, slowly enough to stop."""
+
+    def __init__(self, words: int = 3, word_s: float = 0.05):
+        self.started: list[str] = []
+        self.stored: list[tuple[str, str]] = []  # (text, "done" | "stopped")
+        self.words, self.word_s = words, word_s
+
+    async def stream(self, request, tts=None, keep_stopped=None, hold=None):
+        self.started.append(request.text)
+        done = False
+        try:
+            yield TurnEvent("route", decision=RouteDecision("chat", "test"))
+            for i in range(self.words):
+                await asyncio.sleep(self.word_s)
+                yield TurnEvent("content", text=f"word{i} ")
+                if i == 0:
+                    audio = AudioChunk(22050, np.zeros(2205, "<i2").tobytes(), "word0")
+                    yield TurnEvent("audio", text="word0", audio=audio)
+            if hold is not None:
+                await hold()  # the pipeline stores a turn only once its end is decided
+            done = True
+            self.stored.append((request.text, "done"))
+            yield TurnEvent("done", result=TurnResult("ok", "chat", "test", "stop"))
+        finally:
+            if not done and (keep_stopped is None or keep_stopped()):
+                self.stored.append((request.text, "stopped"))
+
+
+class Page:
+    def __init__(self):
+        self.said: list[dict] = []
+        self.audio: list[bytes] = []
+
+    async def json(self, m):
+        self.said.append(m)
+
+    async def bytes(self, b):
+        self.audio.append(b)
+
+    def kinds(self):
+        return [m["kind"] for m in self.said if m["kind"] != "state"]
+
+
+class QuietListener:
+    def playing(self, text):
+        pass
+
+
+def session(turns, page, lane="chat", listener=None):
+    async def tts():
+        return object()
+
+    async def route(text):
+        return lane
+
+    return VoiceSession(
+        listener or QuietListener(), turns, owner="local", conversation=lambda: "c1",
+        tts=tts, route=route, send_json=page.json, send_bytes=page.bytes,
+    )  # fmt: skip
+
+
+def heard(kind, n=1, text="what time is it", **kw):
+    return Heard(kind, n, text, last_word_ms=now_ms(), **kw)
+
+
+def test_a_reply_prepared_at_the_candidate_is_held_until_the_commit():
+    async def run():
+        turns, page = Turns(), Page()
+        s = session(turns, page)
+        await s.hear(heard("speech"))
+        await s.hear(heard("candidate"))
+        await asyncio.sleep(0.3)  # the turn ran up to its first audio
+        assert turns.started == ["what time is it"] and not page.audio
+        assert "reply" not in page.kinds()  # held: nothing of it reached the page
+        await s.hear(heard("final", endpoint_ms=300.0, stt_ms=0.0))
+        await s.turn.task if s.turn else None
+        await asyncio.sleep(0.05)
+        return turns, page
+
+    turns, page = asyncio.run(run())
+    assert turns.started == ["what time is it"]  # not started again at the commit
+    assert turns.stored == [("what time is it", "done")]
+    (frame,) = page.audio
+    assert struct.unpack("<I", frame[:4])[0] == 22050 and len(frame) == 4 + 2205 * 2
+    kinds = page.kinds()
+    assert kinds.index("turn") < kinds.index("reply") and kinds[-1] == "done"
+
+
+def test_going_on_after_a_candidate_forgets_the_prepared_reply():
+    async def run():
+        turns, page = Turns(), Page()
+        s = session(turns, page)
+        await s.hear(heard("speech"))
+        await s.hear(heard("candidate", text="and so my fellow americans"))
+        await asyncio.sleep(0.1)
+        await s.hear(heard("resumed"))
+        await s.hear(heard("speech"))
+        await s.hear(heard("candidate", text="and so my fellow americans ask not"))
+        await s.hear(heard("final", text="and so my fellow americans ask not"))
+        while s.turn is not None:
+            await asyncio.sleep(0.05)
+        return turns, page
+
+    turns, page = asyncio.run(run())
+    assert turns.started == ["and so my fellow americans", "and so my fellow americans ask not"]
+    # the first was never the person's turn: not stored, nothing of it sent
+    assert turns.stored == [("and so my fellow americans ask not", "done")]
+    assert [m["text"] for m in page.said if m["kind"] == "turn"] == [
+        "and so my fellow americans ask not"
+    ]
+
+
+def test_deep_work_is_never_started_before_the_commit():
+    async def run():
+        turns, page = Turns(), Page()
+        s = session(turns, page, lane="deep")
+        await s.hear(heard("candidate", text="prove the theorem"))
+        await asyncio.sleep(0.1)
+        before = list(turns.started)
+        await s.hear(heard("final", text="prove the theorem"))
+        while s.turn is not None:
+            await asyncio.sleep(0.05)
+        return before, turns
+
+    before, turns = asyncio.run(run())
+    assert before == [] and turns.started == ["prove the theorem"]
+
+
+def test_speaking_over_the_reply_stops_it_and_keeps_it_marked_stopped():
+    async def run():
+        turns, page = Turns(words=40, word_s=0.05), Page()
+        s = session(turns, page)
+        await s.hear(heard("final", text="tell me a story"))
+        await asyncio.sleep(0.3)
+        await s.hear(heard("speech", n=2))  # the next utterance: barge-in
+        return turns, page, s
+
+    turns, page, s = asyncio.run(run())
+    assert turns.stored == [("tell me a story", "stopped")] and s.turn is None
+    assert "barge" in page.kinds()
+
+
+def test_jfk_at_real_time_is_one_turn():
+    # the real listener and turn-end model; the session merges "Americans," with the rest
+    data, rate = sf.read(str(AUDIO / "jfk.flac"), dtype="float32", always_2d=True)
+    x = data.mean(axis=1)
+    x = np.interp(np.linspace(0, len(x) - 1, int(len(x) * 16000 / rate)), np.arange(len(x)), x)
+    audio = np.concatenate([np.zeros(4800), x, np.zeros(32000)])
+    pcm = (np.clip(audio, -1, 1) * 32767).astype("<i2").tobytes()
+
+    async def run():
+        turns, page = Turns(), Page()
+        listener = Listener(load_stt(Settings()), turn_end=load_turn_end())
+        s = session(turns, page, listener=listener)
+        hearing = asyncio.create_task(s.run())
+        began = asyncio.get_running_loop().time()
+        try:
+            for n, i in enumerate(range(0, len(pcm), 3200)):
+                await asyncio.sleep(
+                    max(0.0, began + (n + 1) * 0.1 - asyncio.get_running_loop().time())
+                )
+                await s.feed(pcm[i : i + 3200], now_ms())
+            for h in await listener.settle():
+                await s.hear(h)
+            while s.turn is not None:
+                await asyncio.sleep(0.05)
+        finally:
+            hearing.cancel()
+            await s.close()
+            await listener.close()
+        return turns
+
+    turns = asyncio.run(run())
+    assert len(turns.stored) == 1, turns.stored
+    (stored,) = turns.stored
+    text = stored[0].lower()
+    assert stored[1] == "done" and "americans" in text and "for your country" in text
