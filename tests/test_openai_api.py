@@ -45,7 +45,9 @@ MAX_QUEUE = 3
 @pytest.fixture(scope="module")
 def sim() -> Iterator[str]:
     # 30-word answers at 10 ms a token: a turn takes ~0.3 s, long enough to overlap others
-    with run_simengine("--token-ms", "10", "--answer-words", "30", "--slots", "8") as url:
+    with run_simengine(
+        "--token-ms", "10", "--answer-words", "30", "--slots", "8", "--auto-tool-choice"
+    ) as url:
         yield url
 
 
@@ -532,7 +534,7 @@ def test_the_gate_with_logins_maps_a_bearer_to_its_login() -> None:
 def test_threads_continue_by_history_per_owner_and_bounded(tmp_path: Path, monkeypatch) -> None:
     from assistant.records import TurnResult
     from assistant.turns.conversations import Conversations
-    from assistant.web import openai_route
+    from assistant.web import openai_wire
 
     store = Store(tmp_path / "a.db")
     threads = Threads(Conversations(store))
@@ -545,7 +547,7 @@ def test_threads_continue_by_history_per_owner_and_bounded(tmp_path: Path, monke
     assert Threads(Conversations(store)).find("ann", (("q", "r"),), None) == first
     with pytest.raises(ApiError):
         threads.find("bob", (), first)
-    monkeypatch.setattr(openai_route, "THREADS_KEPT", 3)
+    monkeypatch.setattr(openai_wire, "THREADS_KEPT", 3)
     for i in range(10):
         threads.remember("ann", ((f"q{i}", "r"),), first)
     assert len(threads.kept) == 3

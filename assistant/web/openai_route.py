@@ -19,405 +19,53 @@ proxy forwarded.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import hashlib
-import hmac
-import json
 import logging
 import time
 import uuid
-from collections import OrderedDict
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import quote
 
-from starlette.requests import ClientDisconnect, Request
+from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.types import Receive, Scope, Send
 
-from assistant.errors import AssistantError, BadInput, Busy, EngineError, EngineUnavailable
-from assistant.records import RouteDecision, TurnEvent, TurnResult, now_ms
+from assistant.errors import AssistantError
+from assistant.records import TurnEvent, TurnResult, now_ms
 from assistant.settings import Settings
 from assistant.turns.chat import check_text
 from assistant.turns.conversations import Conversations
 from assistant.turns.pipeline import Pipeline, TurnRequest
-from assistant.web.metrics_route import FORWARDED
-from assistant.web.security import LoginThrottle, is_loopback
+from assistant.web.openai_wire import (  # noqa: F401  (re-exported)
+    CONVERSATION_HEADER,
+    EFFORT_LANES,
+    MAX_BODY_BYTES,
+    MAX_MESSAGES,
+    MODEL,
+    RETRY_AFTER_S,
+    STANDARD_FINISH,
+    STREAM_EVERY_S,
+    THREADS_KEPT,
+    WAIT_HEADER,
+    ApiError,
+    Completion,
+    EventStream,
+    Gate,
+    Threads,
+    api_error,
+    exchanges,
+    extra_of,
+    finish_of,
+    header_safe,
+    parse,
+    read_json,
+    result_error,
+    sse,
+    text_of,
+    thread_key,
+    usage_of,
+)
 
 log = logging.getLogger(__name__)
-
-MODEL = "assistant"
-"""The one model this server lists: the assistant, lanes and router included."""
-MAX_BODY_BYTES = 2 * 1024 * 1024
-"""A request's JSON at most: the history a lane can use is far smaller."""
-MAX_MESSAGES = 1000
-RETRY_AFTER_S = 2
-"""What a refused client is told to wait before trying again."""
-THREADS_KEPT = 10_000
-"""Conversations remembered by their history, most recent first (memory stays bounded)."""
-STREAM_EVERY_S = 0.05
-"""Streamed deltas are sent at most this often (the page's rate); the first one at once."""
-WAIT_HEADER = "x-assistant-wait"
-CONVERSATION_HEADER = "x-assistant-conversation"
-EFFORT_LANES = {"none": "chat", "minimal": "chat", "low": "chat", "high": "deep"}
-"""`reasoning_effort` picks the lane itself; "medium" (or none given) leaves it to the router."""
-STANDARD_FINISH = {"stop": "stop", "length": "length", "delegated": "stop", "tool_calls": "stop"}
-
-
-class ApiError(Exception):
-    """An OpenAI-shaped error: HTTP status, `{"error": {"message", "type", "code"}}`."""
-
-    def __init__(
-        self, status: int, message: str, kind: str, code: str | None = None, *,
-        retry_after: float | None = None,
-    ):  # fmt: skip
-        super().__init__(message)
-        self.status, self.message, self.kind, self.code = status, message, kind, code
-        self.retry_after = retry_after
-
-    def body(self) -> dict[str, Any]:
-        return {"error": {"message": self.message, "type": self.kind, "param": None,
-                          "code": self.code}}  # fmt: skip
-
-    def response(self) -> Response:
-        headers = {"retry-after": str(int(self.retry_after))} if self.retry_after else None
-        return JSONResponse(self.body(), self.status, headers=headers)
-
-
-def api_error(e: AssistantError) -> ApiError:
-    """The HTTP form of an error a turn raised."""
-    if isinstance(e, BadInput):
-        return ApiError(400, str(e), "invalid_request_error")
-    if isinstance(e, Busy):
-        return ApiError(429, str(e), "rate_limit_error", "busy", retry_after=RETRY_AFTER_S)
-    if isinstance(e, EngineUnavailable):
-        return ApiError(503, str(e), "engine_unavailable", retry_after=RETRY_AFTER_S)
-    if isinstance(e, EngineError):
-        return ApiError(502, str(e), "engine_error")
-    return ApiError(500, str(e), "server_error")
-
-
-def result_error(result: TurnResult) -> ApiError:
-    """A turn that ended with an error and no answer at all, as an HTTP error."""
-    text = result.error or "the engine gave no answer"
-    if "too many requests" in text:  # the lanes' bounded waiting room (engine.lanes)
-        return ApiError(429, text, "rate_limit_error", "busy", retry_after=RETRY_AFTER_S)
-    if result.exhausted:
-        return ApiError(502, text, "engine_error", "budget_exhausted")
-    if "unreachable" in text or "busy or failing" in text:
-        return ApiError(503, text, "engine_unavailable", retry_after=RETRY_AFTER_S)
-    return ApiError(502, text, "engine_error")
-
-
-# --- the request -------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Completion:
-    """A chat completion request, checked: the last user message and the exchanges before."""
-
-    text: str
-    history: tuple[tuple[str, str], ...]
-    stream: bool
-    usage: bool
-    """Stream a usage chunk at the end (`stream_options.include_usage`)."""
-    wait: bool
-    decision: RouteDecision | None
-    max_tokens: int | None
-    conversation: str | None
-
-    def after(self, result: TurnResult) -> tuple[tuple[str, str], ...]:
-        """The history a client sends next, once it has this turn's reply."""
-        return (*self.history, (self.text, result.reply.strip()))
-
-
-def text_of(content: Any) -> str:
-    """A message's text: a string, or the text parts of a content list."""
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        parts = []
-        for part in content:
-            if not isinstance(part, dict) or part.get("type") != "text":
-                kind = part.get("type") if isinstance(part, dict) else type(part).__name__
-                raise ApiError(400, f"only text content is supported (got {kind!r})",
-                               "invalid_request_error", "unsupported_content")  # fmt: skip
-            parts.append(str(part.get("text", "")))
-        return "".join(parts)
-    raise ApiError(400, "a message's content must be a string or a list of parts",
-                   "invalid_request_error")  # fmt: skip
-
-
-def exchanges(messages: list[tuple[str, str]]) -> tuple[tuple[str, str], ...]:
-    """(request, reply) pairs from alternating messages; messages of the same role in a row
-    are joined (a client may send two user messages before a reply)."""
-    merged: list[list[str]] = []
-    for role, text in messages:
-        if merged and merged[-1][0] == role:
-            merged[-1][1] += "\n\n" + text
-        else:
-            merged.append([role, text])
-    pairs: list[tuple[str, str]] = []
-    pending: str | None = None
-    for role, text in merged:
-        if role == "user":
-            pending = text
-        elif pending is not None:
-            pairs.append((pending.strip(), text.strip()))
-            pending = None
-        # a reply with no request before it (a client's greeting) has no place in the prompt
-    return tuple(pairs)
-
-
-def parse(body: Any, headers: dict[str, str], settings: Settings) -> Completion:
-    if not isinstance(body, dict):
-        raise ApiError(400, "the request body must be a JSON object", "invalid_request_error")
-    model = body.get("model")
-    if model != MODEL:
-        raise ApiError(404, f"the model {model!r} does not exist; this server has one model, "
-                       f"{MODEL!r}", "invalid_request_error", "model_not_found")  # fmt: skip
-    raw = body.get("messages")
-    if not isinstance(raw, list) or not raw:
-        raise ApiError(400, "messages must be a non-empty list", "invalid_request_error")
-    if len(raw) > MAX_MESSAGES:
-        raise ApiError(400, f"at most {MAX_MESSAGES} messages", "invalid_request_error")
-    if body.get("n", 1) not in (1, None):
-        raise ApiError(400, "only n=1 is supported", "invalid_request_error")
-    messages: list[tuple[str, str]] = []
-    for m in raw:
-        if not isinstance(m, dict) or not isinstance(m.get("role"), str):
-            raise ApiError(400, "each message needs a role", "invalid_request_error")
-        role = m["role"]
-        if role in ("user", "assistant"):
-            messages.append((role, text_of(m.get("content"))))
-        elif role not in ("system", "developer", "tool"):
-            raise ApiError(400, f"unknown message role {role!r}", "invalid_request_error")
-        # system/developer: the assistant's own system prompt leads instead; tool results
-        # have no place in a turn (the endpoint runs no client tools)
-    if not messages or messages[-1][0] != "user":
-        raise ApiError(400, "the last message must be the user's", "invalid_request_error")
-    last = len(messages) - 1
-    while last > 0 and messages[last - 1][0] == "user":
-        last -= 1  # the user's last messages in a row are one request
-    text = "\n\n".join(t for _, t in messages[last:]).strip()
-    effort = body.get("reasoning_effort")
-    lane = EFFORT_LANES.get(str(effort).lower()) if effort else None
-    decision = (
-        RouteDecision(lane=lane, reason=f"explicit: reasoning_effort {effort}", text=text.strip())  # type: ignore[arg-type]
-        if lane
-        else None
-    )
-    budget = body.get("max_completion_tokens") or body.get("max_tokens")
-    if budget is not None and (not isinstance(budget, int) or budget < 1):
-        raise ApiError(400, "max_tokens must be a positive whole number", "invalid_request_error")
-    options = body.get("stream_options") or {}
-    wait = body.get("wait") is True or headers.get(WAIT_HEADER, "").lower() in ("1", "true", "yes")
-    return Completion(
-        text=text,
-        history=exchanges(messages[:last]),
-        stream=body.get("stream") is True,
-        usage=isinstance(options, dict) and options.get("include_usage") is True,
-        # a client that set the effort itself uses the assistant as its engine: it wants
-        # the answer in the reply, not a job id
-        wait=wait or lane == "deep",
-        decision=decision,
-        max_tokens=budget,
-        conversation=headers.get(CONVERSATION_HEADER) or None,
-    )
-
-
-async def read_json(request: Request, limit: int = MAX_BODY_BYTES) -> Any:
-    declared = request.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > limit:
-        raise ApiError(413, f"the request is larger than {limit} bytes", "invalid_request_error")
-    body = bytearray()
-    try:
-        async for chunk in request.stream():
-            body += chunk
-            if len(body) > limit:
-                raise ApiError(413, f"the request is larger than {limit} bytes",
-                               "invalid_request_error")  # fmt: skip
-    except ClientDisconnect as e:
-        raise ApiError(400, "the client left before sending its request",
-                       "invalid_request_error") from e  # fmt: skip
-    try:
-        return json.loads(body)
-    except ValueError as e:
-        raise ApiError(400, f"the body is not JSON: {e}", "invalid_request_error") from e
-
-
-# --- who is asking -----------------------------------------------------------------------
-
-
-class Gate:
-    """Who a request is from: a login's name, "local" without logins, or an ApiError."""
-
-    def __init__(self, settings: Settings, throttle: LoginThrottle | None = None):
-        self.auth = settings.auth
-        self.throttle = throttle or LoginThrottle()
-
-    def owner(self, request: Request) -> str:
-        peer = request.client.host if request.client else ""
-        if not self.auth:
-            if is_loopback(peer) and not any(h in request.headers for h in FORWARDED):
-                return "local"
-            raise ApiError(403, "without ASSISTANT_AUTH the API answers loopback clients only",
-                           "permission_error", "loopback_only")  # fmt: skip
-        scheme, _, credential = request.headers.get("authorization", "").partition(" ")
-        user, sep, password = credential.strip().partition(":")
-        if scheme.lower() != "bearer" or not sep:
-            raise ApiError(401, "send Authorization: Bearer USER:PASSWORD of one of the logins",
-                           "invalid_request_error", "invalid_api_key")  # fmt: skip
-        wait = self.throttle.retry_after(user, peer)
-        if wait > 0:
-            raise ApiError(429, "too many failed logins; try again later", "rate_limit_error",
-                           "login_throttled", retry_after=wait + 1)  # fmt: skip
-        for name, secret in self.auth:
-            # both compared whole, in constant time: no early exit tells what matched
-            if hmac.compare_digest(name.encode(), user.encode()) & hmac.compare_digest(
-                secret.encode(), password.encode()
-            ):
-                self.throttle.succeeded(user, peer)
-                return name
-        self.throttle.failed(user, peer)
-        raise ApiError(401, "wrong user or password", "invalid_request_error", "invalid_api_key")
-
-
-# --- which conversation ------------------------------------------------------------------
-
-
-def thread_key(owner: str, history: tuple[tuple[str, str], ...]) -> str:
-    return hashlib.sha256(json.dumps([owner, history]).encode()).hexdigest()
-
-
-@dataclass
-class Threads:
-    """The login's conversation a request continues, found by the history it sends.
-
-    OpenAI clients send the whole conversation each time and no id. After a turn, the
-    conversation is remembered under its history so far; the next request that sends that
-    history (plus its new message) continues it. Not remembered (after a restart): the
-    login's recent conversations whose stored turns are that history."""
-
-    conversations: Conversations
-    kept: OrderedDict[str, str] = field(default_factory=OrderedDict)
-
-    def find(self, owner: str, history: tuple[tuple[str, str], ...], asked: str | None) -> str:
-        if asked:
-            if not self.conversations.owned_by(asked, owner):
-                raise ApiError(404, f"no conversation {asked}", "invalid_request_error",
-                               "conversation_not_found")  # fmt: skip
-            return asked
-        if history:
-            cid = self.kept.get(thread_key(owner, history))
-            if cid is not None and self.conversations.owned_by(cid, owner):
-                return cid
-            cid = self._stored(owner, history)
-            if cid is not None:
-                return cid
-        return self.conversations.start(owner)
-
-    def _stored(self, owner: str, history: tuple[tuple[str, str], ...]) -> str | None:
-        for info in self.conversations.listed(owner)[:20]:
-            if info.turns != len(history):
-                continue
-            turns = self.conversations.turns(info.id, owner) or []
-            if tuple((t.user_text.strip(), t.result.reply.strip()) for t in turns) == history:
-                return info.id
-        return None
-
-    def remember(self, owner: str, history: tuple[tuple[str, str], ...], cid: str) -> None:
-        key = thread_key(owner, history)
-        self.kept[key] = cid
-        self.kept.move_to_end(key)
-        while len(self.kept) > THREADS_KEPT:
-            self.kept.popitem(last=False)
-
-
-# --- the responses -----------------------------------------------------------------------
-
-
-def header_safe(text: str) -> str:
-    """A reason as a header value: printable ASCII, anything else percent-encoded."""
-    return quote(text, safe=" !#$&'()*+,-./:;<=>?@[]^_`{|}~") if text else ""
-
-
-def extra_of(result: TurnResult, cid: str) -> dict[str, Any]:
-    """The `assistant` field: what the turn did, beyond the OpenAI shape."""
-    return {
-        "lane": result.lane,
-        "reason": result.reason,
-        "finish_reason": result.finish_reason,
-        "job_id": result.job_id,
-        "conversation_id": cid,
-        "error": result.error,
-        "incomplete": result.incomplete,
-        "timings_ms": result.timings.as_dict(),
-    }
-
-
-def finish_of(result: TurnResult) -> str:
-    """The OpenAI finish reason; the assistant's own (cut, stalled, ...) is in `assistant`."""
-    return STANDARD_FINISH.get(
-        result.finish_reason or "", "length" if result.incomplete else "stop"
-    )
-
-
-def usage_of(history: tuple[tuple[str, str], ...], text: str, result: TurnResult) -> dict:
-    from assistant.turns.prompt import estimate_tokens
-
-    prompt = sum(estimate_tokens(u) + estimate_tokens(r) for u, r in history)
-    prompt += estimate_tokens(text)
-    return {"prompt_tokens": prompt, "completion_tokens": result.tokens,
-            "total_tokens": prompt + result.tokens}  # fmt: skip
-
-
-def sse(data: dict[str, Any]) -> bytes:
-    return b"data: " + json.dumps(data, separators=(",", ":")).encode() + b"\n\n"
-
-
-class EventStream(Response):
-    """A `text/event-stream` response from an async iterator of bytes that stops the iterator
-    when the client leaves. Starlette's StreamingResponse does the same in an anyio task group
-    whose cancel formats the task's repr (an inspect of every callback: about a millisecond
-    a response here); two plain tasks do it for nothing."""
-
-    media_type = "text/event-stream"
-
-    def __init__(self, body: AsyncIterator[bytes], headers: dict[str, str]):
-        # as StreamingResponse sets itself up: no body, so no content-length
-        self.body_iterator = body
-        self.status_code = 200
-        self.background = None
-        self.init_headers(headers)
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        pump = asyncio.ensure_future(self._pump(send))
-        watch = asyncio.ensure_future(self._watch(receive))
-        try:
-            await asyncio.wait((pump, watch), return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            for task in (pump, watch):
-                task.cancel()  # the client left: the turn's stream closes (and is stored)
-            await asyncio.gather(pump, watch, return_exceptions=True)
-        if not pump.cancelled() and pump.exception() is not None:
-            raise pump.exception()  # type: ignore[misc]
-
-    async def _pump(self, send: Send) -> None:
-        await send({"type": "http.response.start", "status": self.status_code,
-                    "headers": self.raw_headers})  # fmt: skip
-        async for data in self.body_iterator:
-            await send({"type": "http.response.body", "body": data, "more_body": True})
-        await send({"type": "http.response.body", "body": b"", "more_body": False})
-
-    @staticmethod
-    async def _watch(receive: Receive) -> None:
-        while (await receive())["type"] != "http.disconnect":
-            pass
 
 
 class Admission:
