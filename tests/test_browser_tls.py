@@ -277,7 +277,7 @@ def test_from_a_phone_over_https_login_a_spoken_turn_and_a_hands_free_turn(pw, t
     horizon = wav(tmp_path / "horizon.wav", audio)
     with phone_over_https(pw, tls_app, Path(f"{horizon}%noloop")) as page:
         log_in(page, tls_app.url)
-        page.locator("#handsfree input").check()
+        page.locator("#handsfree button.call-button").click()  # start the call
         expect(page.locator("#handsfree-live")).to_contain_text("Listening")
         user = page.locator("#chatbot [data-testid=user]").last
         expect(user).to_contain_text("horizon", timeout=90_000)
@@ -286,7 +286,7 @@ def test_from_a_phone_over_https_login_a_spoken_turn_and_a_hands_free_turn(pw, t
         expect(bot).to_contain_text(re.compile(r"total \d+ ms"), timeout=90_000)
         listen = [u for u in page.sockets if "/listen" in u]
         assert listen and all(u.startswith(f"wss://{NAME}:{tls_app.port}/") for u in listen)
-        page.locator("#handsfree input").uncheck()
+        page.locator("#handsfree button.call-button").click()  # end the call
         assert page.wait_for_function("() => !window.assistantHandsFree.active()")
         assert page.errors == []
 
@@ -317,12 +317,12 @@ def test_over_plain_http_from_another_device_the_microphone_says_it_needs_https(
         expect(page.locator("#mic button.stop-button")).to_be_hidden()
         expect(page.locator("#mic select.mic-select")).to_contain_text("needs HTTPS")
         # hands-free says why and does not stay switched on
-        switch = page.locator("#handsfree input")
+        switch = page.locator("#handsfree button.call-button")
         switch.click()
         live = page.locator("#handsfree-live")
         expect(live).to_contain_text("the microphone needs HTTPS: start with --tls")
         expect(live).to_contain_text("open it on this machine")
-        expect(switch).not_to_be_checked()
+        expect(page.locator("#handsfree")).to_have_attribute("data-state", "off")
         assert page.evaluate("window.assistantHandsFree.active()") is False
         # typing works
         type_a_turn(page, "hello from the sofa")
@@ -336,11 +336,11 @@ def test_a_refused_microphone_is_said_and_hands_free_turns_off(pw, plain_app):
     with chromium(pw, "--deny-permission-prompts") as page:
         log_in(page, plain_app.url)
         assert page.evaluate("window.isSecureContext")
-        switch = page.locator("#handsfree input")
+        switch = page.locator("#handsfree button.call-button")
         switch.click()
         live = page.locator("#handsfree-live")
         expect(live).to_contain_text("refused the microphone")
-        expect(switch).not_to_be_checked()
+        expect(page.locator("#handsfree")).to_have_attribute("data-state", "off")
         expect(page.locator("#mic-notice")).to_contain_text("allow it for this site")
         assert page.evaluate("window.assistantHandsFree.active()") is False
         type_a_turn(page, "typing still works")

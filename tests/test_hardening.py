@@ -118,7 +118,7 @@ def test_silence_and_noise_through_transcribe_are_empty(client, tmp_path, name):
 def test_bad_audio_through_the_voice_recorder_is_said_not_sent(page, sim, name):
     data, message = BAD_AUDIO[name]
     sim_reset(sim)
-    out = page.call("voice_1", page.upload(data, name), [], None, False)
+    out = page.call("voice_1", page.upload(data, name), [], None, False, None)
     assert out.ok, out.error
     shown = chat_text(out.data[0])
     assert "I couldn't use that audio" in shown
@@ -129,7 +129,7 @@ def test_bad_audio_through_the_voice_recorder_is_said_not_sent(page, sim, name):
 @pytest.mark.parametrize("name", list(NOTHING_SAID))
 def test_silence_and_noise_through_the_voice_recorder(page, sim, name):
     sim_reset(sim)
-    out = page.call("voice_1", page.upload(NOTHING_SAID[name], name), [], None, True)
+    out = page.call("voice_1", page.upload(NOTHING_SAID[name], name), [], None, True, None)
     assert out.ok, out.error
     shown = chat_text(out.data[0])
     assert "(nothing heard)" in shown and NOT_CAUGHT in shown
@@ -139,7 +139,7 @@ def test_silence_and_noise_through_the_voice_recorder(page, sim, name):
 def test_real_speech_through_the_voice_recorder_still_works(page, sim):
     # the control for the refusals above: the same path answers real speech
     sim_reset(sim)
-    out = page.call("voice_1", page.upload(JFK, "jfk.flac"), [], None, False)
+    out = page.call("voice_1", page.upload(JFK, "jfk.flac"), [], None, False, None)
     assert out.ok, out.error
     shown = chat_text(out.data[0])
     assert "fellow americans" in shown.lower() and "You said:" in shown
