@@ -63,7 +63,7 @@ NOTHING_SAID = {
 @pytest.fixture(scope="module")
 def sim() -> Iterator[str]:
     # one slot and 25 ms a token: a chat turn takes about half a second, so a crowd queues
-    with run_simengine("--slots", "1", "--token-ms", "25") as url:
+    with run_simengine("--slots", "1", "--token-ms", "25", "--auto-tool-choice") as url:
         yield url
 
 
