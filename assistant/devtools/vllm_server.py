@@ -22,6 +22,8 @@ from pathlib import Path
 
 import httpx
 
+from assistant.engine.embedded import stop_group
+
 ROOT = Path(__file__).resolve().parents[2]
 MODEL_SOURCE = Path(__file__).with_name("tiny_model.py")
 START_TIMEOUT_S = 600.0
@@ -143,7 +145,8 @@ def run_vllm(
         _wait_ready(server)
         yield server
     finally:
-        stop(proc)
+        # vLLM runs its engine core as a child; it can take a while to let go of its memory
+        stop_group(proc, grace_s=30.0)
 
 
 def _die_with_parent() -> None:
@@ -166,20 +169,6 @@ def _wait_ready(server: VllmServer) -> None:
                 return
         time.sleep(1.0)
     raise RuntimeError(f"vllm serve did not start in {START_TIMEOUT_S:.0f}s:\n{server.log_tail()}")
-
-
-def stop(proc: subprocess.Popen) -> None:
-    """SIGTERM the server's process group (vLLM runs its engine core as a child), then kill."""
-    if proc.poll() is not None:
-        return
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, signal.SIGTERM)
-    try:
-        proc.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=10)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -326,16 +326,7 @@ class EmbeddedEngine:
 
     @staticmethod
     def _kill(proc: subprocess.Popen) -> None:
-        if proc.poll() is not None:
-            return
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=5)
+        stop_group(proc, grace_s=5.0)
 
     def __enter__(self) -> EmbeddedEngine:
         self.start()
@@ -348,3 +339,17 @@ class EmbeddedEngine:
 def _last_line(crash: Crash) -> str:
     line = crash.log_tail.splitlines()[-1] if crash.log_tail else "(empty)"
     return line.replace("`", "'")[:200]
+
+
+def stop_group(proc: subprocess.Popen, grace_s: float) -> None:
+    """SIGTERM a server's process group (its children too), SIGKILL it after `grace_s`."""
+    if proc.poll() is not None:
+        return
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=grace_s)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=5)
