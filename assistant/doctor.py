@@ -38,6 +38,10 @@ take 0.6-2.8 s in all on the reference deployment)."""
 
 PROBE_READ_S = 15.0
 """The longest the doctor waits for a chunk of one probe."""
+SATURATED = (
+    "not run: the engine had no free sequence for a first probe, so each would wait as long; "
+    "run the doctor again when it is less busy"
+)
 
 
 async def _timed(engine: Engine, lane, messages, **kw) -> tuple[float, float | None, Reply]:
@@ -76,10 +80,18 @@ async def _checks(rt: Runtime) -> list[Check]:
         s.deep, max_tokens=256, retries=0, read_timeout_s=PROBE_READ_S, total_timeout_s=60.0
     )
     try:
+        # latency first, on the engine as the user has it: the priority probe below fills the
+        # engine itself. The first request warms the engine and tells whether it is saturated;
+        # if it gets no token, every later probe would wait as long, so the report ends there
+        _, first, _ = await _timed(engine, probe_lane, ask, thinking=False)
+        if first is None:
+            checks.append(_latency_check(None, None, None))
+            checks.append(Check("other checks", None, SATURATED))
+            return checks
+        plain_ms, plain_ttft, plain = await _timed(engine, probe_lane, ask, thinking=False)
+        think_ms, _, thought = await _timed(engine, think_lane, ask, thinking=True)
         checks.append(await _tools_check(engine, ask, probe_lane))
         checks.append(await _priority_check(rt))
-        think_ms, _, thought = await _timed(engine, think_lane, ask, thinking=True)
-        plain_ms, plain_ttft, plain = await _timed(engine, probe_lane, ask, thinking=False)
     except AssistantError as e:
         checks.append(Check("requests", False, str(e)))
         return checks
@@ -151,12 +163,15 @@ async def _priority_check(rt: Runtime) -> Check:
     return Check("priority", found.honoured, found.detail)
 
 
-def _latency_check(plain_ms: float, ttft: float | None, think_ms: float) -> Check:
-    detail = (
-        "chat lane (low effort, thinking off): first token "
-        + (f"{ttft:.0f} ms" if ttft is not None else "never")
-        + f", reply {plain_ms:.0f} ms; high effort with thinking {think_ms:.0f} ms"
-    )
+def _latency_check(plain_ms: float | None, ttft: float | None, think_ms: float | None) -> Check:
+    if plain_ms is None or think_ms is None:
+        detail = f"chat lane (low effort, thinking off): no first token within {PROBE_READ_S:.0f} s"
+    else:
+        detail = (
+            "chat lane (low effort, thinking off): first token "
+            + (f"{ttft:.0f} ms" if ttft is not None else "never")
+            + f", reply {plain_ms:.0f} ms; high effort with thinking {think_ms:.0f} ms"
+        )
     ok = ttft is not None and ttft <= CHAT_TTFT_OK_MS
     if not ok:
         detail += (

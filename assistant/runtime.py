@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -120,8 +121,13 @@ class Runtime:
         self.jobs = JobQueue(self.store, settings)
         self.conversations = Conversations(self.store)
         self.metrics = AppMetrics(depth=self.scheduler.depth, job_counts=self.store.job_counts)
-        self.chat = ChatService(
-            settings=settings,
+
+    # the turn path is built on first use: it loads the router (onnxruntime and an embedding
+    # warm-up, seconds on a busy CPU) that `assistant doctor` and `jobs` never need
+    @functools.cached_property
+    def chat(self) -> ChatService:
+        return ChatService(
+            settings=self.settings,
             engine=self.engine,
             scheduler=self.scheduler,
             router=self.router,
@@ -129,9 +135,12 @@ class Runtime:
             prompts=self.prompts,
             jobs=self.jobs,
         )
-        self.turns = Pipeline(
+
+    @functools.cached_property
+    def turns(self) -> Pipeline:
+        return Pipeline(
             self.chat,
-            settings,
+            self.settings,
             log_to=self.store,
             observe=lambda result: self.metrics.observe(result.lane, result.timings),
         )

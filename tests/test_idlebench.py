@@ -11,15 +11,25 @@ from assistant.devtools import idlebench
 
 
 def test_windows_read_each_process_per_second() -> None:
-    busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    # a spinner and a sleeper, both ready before the windows open; not this process, whose
+    # threads (left by earlier tests) may be busy on their own
+    spin = "print('ready', flush=True)\nwhile True: pass"
+    rest = "import time; print('ready', flush=True); time.sleep(60)"
+    procs = {
+        name: subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+        for name, code in (("busy", spin), ("idle", rest))
+    }
     try:
-        out = idlebench.windows({"me": os.getpid(), "busy": busy.pid}, 2, 0.3)
+        for p in procs.values():
+            assert p.stdout is not None and p.stdout.readline().strip() == "ready"
+        out = idlebench.windows({name: p.pid for name, p in procs.items()}, 2, 0.5)
     finally:
-        busy.kill()
-        busy.wait()
-    assert len(out["me"]) == len(out["busy"]) == 2
-    assert all(v >= 0 for v in out["me"])
-    assert max(out["busy"]) > max(out["me"])  # a spinning process reads as busy
+        for p in procs.values():
+            p.kill()
+            p.wait()
+    assert len(out["busy"]) == len(out["idle"]) == 2
+    assert all(v >= 0 for v in out["idle"])
+    assert min(out["busy"]) > max(out["idle"])  # a spinning process reads as busy, each window
 
 
 def test_children_finds_a_child_process() -> None:

@@ -38,8 +38,16 @@ def test_doctor_confirms_every_recommended_flag(server, tmp_path):
     proc = run(["doctor", "--json"], tmp_path, server.url)
     assert proc.returncode == 0, proc.stderr
     checks = {c["name"]: c for c in json.loads(proc.stdout)["checks"]}
-    for name in ("reachable", "model", "tools", "priority", "reasoning field", "thinking off",
-                 "latency", "prefix cache"):
+    for name in (
+        "reachable",
+        "model",
+        "tools",
+        "priority",
+        "reasoning field",
+        "thinking off",
+        "latency",
+        "prefix cache",
+    ):
         assert checks[name]["ok"] is True, checks[name]
     assert "overtook" in checks["priority"]["detail"]
 
@@ -78,7 +86,9 @@ async def test_closing_a_stream_closes_the_real_request(server, settings):
     s = sim_settings(settings, server.url)
     engine = Engine(build_client(server.url, None), kind="vllm", model="tiny")
     before = metrics(server).running or 0
-    stream = engine.stream([Message("user", "Go on forever [[long]]")], s.chat)
+    # a budget the tiny model cannot spend while the test reads: the chat lane's 1,024 tokens
+    # take it under two seconds, and a request that ended by itself proves nothing
+    stream = engine.stream([Message("user", "Go on forever [[long]]")], s.chat, max_tokens=30000)
     try:
         got = ""
         async for ev in stream:
@@ -96,8 +106,13 @@ async def test_closing_a_stream_closes_the_real_request(server, settings):
 
 def test_cancelling_a_running_job_in_the_app_closes_its_request(server, tmp_path):
     with run_app(tmp_path / "app", server.url, entry=CLI_SERVE) as app:
-        queued = _json(run(["delegate", "Write it all out [[long]]", "--no-wait", "--json"],
-                           app.data_dir, server.url))
+        queued = _json(
+            run(
+                ["delegate", "Write it all out [[long]]", "--no-wait", "--json"],
+                app.data_dir,
+                server.url,
+            )
+        )
         job_id = queued["id"]
         busy = wait_running(server, lambda m: (m.running or 0) >= 1)
         assert busy.running >= 1

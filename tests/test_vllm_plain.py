@@ -81,11 +81,15 @@ def test_doctor_says_what_the_plain_server_lacks(server, tmp_path):
 
 def test_doctor_latency_fails_when_chat_waits_behind_full_sequences(server, tmp_path):
     # all four sequences busy and FCFS: a chat request waits for one of them to end
-    with holding(server, 4):
+    with holding(server, 4) as held:
         proc = run(["doctor", "--json"], tmp_path, server.url)
+        assert held.ended == 0, "a held stream ended during the doctor: the engine was not full"
     checks = {c["name"]: c for c in json.loads(proc.stdout)["checks"]}
     assert checks["latency"]["ok"] is False, checks["latency"]
     assert "busy or slow" in checks["latency"]["detail"]
+    # the rest would each wait as long: the report says so instead of taking minutes
+    assert checks["other checks"]["ok"] is None and "not run" in checks["other checks"]["detail"]
+    assert "priority" not in checks
 
 
 def test_delegate_wait_with_thinking_fits_the_budget_and_keeps_reasoning(server, tmp_path):
@@ -149,9 +153,13 @@ def _shape(chunks: list[dict]) -> dict:
     return {
         "first_role": deltas[0].get("role") if deltas else None,
         "text_keys": text_keys,
-        "finish": [c["choices"][0]["finish_reason"] for c in chunks
-                   if c.get("choices") and c["choices"][0].get("finish_reason")],
-        "usage_last": bool(chunks) and chunks[-1].get("choices") == []
+        "finish": [
+            c["choices"][0]["finish_reason"]
+            for c in chunks
+            if c.get("choices") and c["choices"][0].get("finish_reason")
+        ],
+        "usage_last": bool(chunks)
+        and chunks[-1].get("choices") == []
         and {"prompt_tokens", "completion_tokens", "total_tokens"} <= set(chunks[-1]["usage"]),
     }
 

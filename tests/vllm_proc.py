@@ -18,7 +18,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from assistant.devtools.vllm_server import FLAGS, VllmMissing, VllmServer, run_vllm
+from assistant.devtools.vllm_server import FLAGS, MAX_MODEL_LEN, VllmMissing, VllmServer, run_vllm
 from assistant.metrics import EngineMetrics, parse_engine_metrics
 
 ANSWER = "The answer is ready."
@@ -48,11 +48,21 @@ def wait_running(server: VllmServer, condition, timeout_s: float = 120.0) -> Eng
         time.sleep(0.1)
 
 
+class Held:
+    """What `holding` kept busy: `ended` counts streams that ended by themselves (their budget
+    spent) before the block did, which would free a sequence the test meant to keep full."""
+
+    def __init__(self) -> None:
+        self.ended = 0
+
+
 @contextlib.contextmanager
-def holding(server: VllmServer, n: int, tokens: int = 30000) -> Iterator[None]:
+def holding(server: VllmServer, n: int, tokens: int = MAX_MODEL_LEN - 256) -> Iterator[Held]:
     """`n` long streams that keep `n` of the engine's sequences busy; closed (and so aborted
-    by vLLM) when the block ends. Returns once the engine counts them."""
+    by vLLM) when the block ends. Returns once the engine counts them. The budget is nearly
+    the whole context: about two minutes of the tiny model at four streams on this machine."""
     stop = threading.Event()
+    held = Held()
     before = metrics(server)
     base = (before.running or 0) + (before.waiting or 0)
 
@@ -70,13 +80,15 @@ def holding(server: VllmServer, n: int, tokens: int = 30000) -> Iterator[None]:
             for _ in r.iter_lines():
                 if stop.is_set():
                     return
+        if not stop.is_set():
+            held.ended += 1
 
     threads = [threading.Thread(target=one, daemon=True) for _ in range(n)]
     for t in threads:
         t.start()
     try:
         wait_running(server, lambda m: (m.running or 0) + (m.waiting or 0) >= base + n)
-        yield
+        yield held
     finally:
         stop.set()
         for t in threads:

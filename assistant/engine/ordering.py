@@ -37,6 +37,8 @@ they are closed, and so aborted, when it ends."""
 WAIT_S = 60.0
 """How long any one observation may take (a queue showing in /metrics, a first token)."""
 WARM_S = 120.0
+SETTLE_S = 15.0
+"""How long the probe waits at its end for the engine to drop its closed requests."""
 FLAG = "--scheduling-policy priority"
 
 
@@ -78,6 +80,8 @@ class PriorityProbe:
         """Filler budget: the prompt is a few dozen tokens, the rest of the context is theirs."""
         self.clock = clock
         self.streams: list[_Stream] = []
+        self.base: float | None = None
+        """Requests the engine ran or queued before the probe (other users', or none)."""
 
     async def run(self) -> Ordering:
         try:
@@ -89,10 +93,28 @@ class PriorityProbe:
             await asyncio.gather(
                 *(s.task for s in self.streams if s.task is not None), return_exceptions=True
             )
+            await self._settle()
+
+    async def _settle(self) -> None:
+        """Wait (bounded) until the engine has dropped the probe's requests: vLLM notices a
+        closed unstreamed request only at its next check, seconds later on a busy CPU, and
+        until then it holds a sequence the next check (or the next doctor run) would miss."""
+        if self.base is None or not self.streams:
+            return
+        base = self.base
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(SETTLE_S):
+                while True:
+                    m = await self._metrics()
+                    if m is None or _total(m) <= base:
+                        return
+                    await asyncio.sleep(0.05)
 
     async def _run(self) -> Ordering:
-        if await self._metrics() is None:
+        first = await self._metrics()
+        if first is None:
             return Ordering(None, f"cannot confirm: the engine serves no /metrics; use {FLAG}")
+        self.base = _total(first)
         # a cold engine's first request can take longer than any one observation may
         warm = self._start(0, 1)
         try:
@@ -102,6 +124,7 @@ class PriorityProbe:
         if warm.error:
             return self._failed([warm])  # type: ignore[return-value]
         fillers: list[_Stream] = []
+        base = self.base
         while True:
             if len(fillers) >= MAX_FILL:
                 return Ordering(
@@ -112,7 +135,7 @@ class PriorityProbe:
                 )
             fillers.append(self._start(10, self.fill_tokens))
             started = len(fillers)
-            seen = await self._until(lambda m: _total(m) >= started)  # noqa: B023
+            seen = await self._until(lambda m: _total(m) >= base + started)  # noqa: B023
             if seen is None:
                 return self._failed(fillers) or Ordering(
                     None, "cannot confirm: the engine's /metrics did not count the probe's requests"
