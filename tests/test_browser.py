@@ -46,6 +46,10 @@ ARGS = [
 ]
 SHOTS = os.environ.get("ASSISTANT_SCREENSHOTS")
 RECORD_S = 11.0  # the whole JFK clip
+# what the recording must be heard as. The fake microphone loops the clip from wherever it is
+# when Record is pressed, and Whisper tiny.en hears the "Americans ask" join either way
+# ("American asks not ...") depending on where the cut falls.
+HEARD = re.compile(r"asks? not what your country can do for you", re.IGNORECASE)
 # every text the last bot message showed, in order: proof that the reply streamed
 WATCH_REPLIES_JS = """() => {
   window.__replies = [];
@@ -178,7 +182,7 @@ def test_a_spoken_question_is_heard_answered_as_it_streams_and_spoken(page, app)
     mic.locator("button.stop-button").click()
 
     heard = page.locator("#chatbot [data-testid=user]").last
-    expect(heard).to_contain_text("ask not what your country can do for you")
+    expect(heard).to_contain_text(HEARD)
     expect(last_bot(page)).to_contain_text("1st audio")
     page.wait_for_function(REPLY_PLAYED_JS, timeout=30_000)
 

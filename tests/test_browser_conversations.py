@@ -25,6 +25,7 @@ from assistant.store.db import Store
 from tests.app_proc import CLI_SERVE, App, run_app
 from tests.page_session import PageSession, chat_text
 from tests.simengine_proc import run_simengine
+from tests.waiting import wait_until
 
 CHROMIUM = Path("/usr/bin/chromium")
 pytestmark = pytest.mark.skipif(
@@ -223,11 +224,19 @@ def test_voice_settings_are_remembered_per_login(ann, app):
     ann.get_by_text("Voice settings").click()
     rate = ann.locator("#rate input[type=number]")
     rate.fill("1.5")
-    rate.press("Enter")
-    ann.locator("#rate input[type=range]").dispatch_event("pointerup")  # "release"
+    rate.press("Tab")  # leaving the box is the slider's "release": the rate is saved
     ann.get_by_label("Speak replies").uncheck()
     expect(ann.locator("#reply-audio")).to_be_hidden()  # no player when nothing is spoken
-    ann.wait_for_timeout(1000)
+
+    def saved() -> bool:
+        store = Store(app.data_dir / "assistant.db")
+        try:
+            prefs = store.prefs("ann")
+        finally:
+            store.close()
+        return prefs.get("rate") == 1.5 and prefs.get("speak") is False
+
+    wait_until(saved, 60, "ann's rate and speech choice saved")  # before the page is reloaded
     ann.reload()
     ann.get_by_text("Voice settings").click()
     expect(ann.get_by_label("Speak replies")).not_to_be_checked()

@@ -12,7 +12,15 @@ import pytest
 
 from assistant.devtools.vllm_server import VllmServer
 from tests.app_proc import CLI_SERVE, App, run_app
-from tests.test_browser import ARGS, CHROMIUM, RECORD_S, last_bot, mic_wav, tab  # noqa: F401
+from tests.test_browser import (  # noqa: F401
+    ARGS,
+    CHROMIUM,
+    HEARD,
+    RECORD_S,
+    last_bot,
+    mic_wav,
+    tab,
+)
 from tests.vllm_proc import ANSWER, metrics, vllm, wait_running
 
 pytestmark = [
@@ -77,7 +85,7 @@ def test_a_spoken_turn_is_heard_and_answered(page):
     page.wait_for_timeout(RECORD_S * 1000)
     mic.locator("button.stop-button").click()
     heard = page.locator("#chatbot [data-testid=user]").last
-    expect(heard).to_contain_text("ask not what your country can do for you")
+    expect(heard).to_contain_text(HEARD)
     expect(last_bot(page)).to_contain_text(ANSWER)
     expect(last_bot(page)).to_contain_text(re.compile(r"stt \d+ ms"))
 

@@ -315,4 +315,3 @@ def summary(sessions: list[dict[str, Any]], meter: dict[str, Any], idle: float) 
         out["app_cpu_ms_per_turn_batches"] = [round(ms, 1) for ms in batches]
         out["app_cpu_ms_per_typed_turn"] = spread(batches, 0.5)
     return out
-

@@ -174,9 +174,7 @@ def parse_args(
 
 # vLLM's own wording, so clients that match on it are tested against the real text.
 PRIORITY_MSG = "Got priority {p} but Priority scheduling is not enabled."
-TOOLS_MSG = (
-    '"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set'
-)
+TOOLS_MSG = '"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set'
 CONTEXT_MSG = (
     "This model's maximum context length is {n} tokens. However, you requested {r} tokens "
     "({p} in the messages, {c} in the completion). "

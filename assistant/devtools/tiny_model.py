@@ -150,8 +150,10 @@ def build(out: Path) -> None:
         "lm_head.weight": torch.from_numpy(head),
     }
     out.mkdir(parents=True, exist_ok=True)
-    save_file({k: v.to(torch.bfloat16).contiguous() for k, v in tensors.items()},
-              str(out / "model.safetensors"))
+    save_file(
+        {k: v.to(torch.bfloat16).contiguous() for k, v in tensors.items()},
+        str(out / "model.safetensors"),
+    )
     config = {
         "architectures": ["Qwen2ForCausalLM"],
         "model_type": "qwen2",

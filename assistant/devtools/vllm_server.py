@@ -34,8 +34,13 @@ FLAGS = {
     "plain": [],
     "priority": ["--scheduling-policy", "priority"],
     "tools": ["--enable-auto-tool-choice", "--tool-call-parser", "hermes"],
-    "all": ["--scheduling-policy", "priority", "--enable-auto-tool-choice",
-            "--tool-call-parser", "hermes"],
+    "all": [
+        "--scheduling-policy",
+        "priority",
+        "--enable-auto-tool-choice",
+        "--tool-call-parser",
+        "hermes",
+    ],
 }
 """The flag combinations users run (each with --reasoning-parser qwen3, prefix caching on)."""
 
@@ -105,13 +110,22 @@ def run_vllm(
     scratch.mkdir(parents=True, exist_ok=True)
     port = free_port()
     cmd = [
-        str(python.with_name("vllm")), "serve", str(model),
-        "--host", "127.0.0.1", "--port", str(port),
-        "--served-model-name", "tiny",
-        "--max-model-len", str(MAX_MODEL_LEN),
-        "--max-num-seqs", str(max_num_seqs),
+        str(python.with_name("vllm")),
+        "serve",
+        str(model),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--served-model-name",
+        "tiny",
+        "--max-model-len",
+        str(MAX_MODEL_LEN),
+        "--max-num-seqs",
+        str(max_num_seqs),
         "--enforce-eager",  # torch.compile doubles the start-up for a model this small
-        "--uvicorn-log-level", "warning",
+        "--uvicorn-log-level",
+        "warning",
         *(["--reasoning-parser", reasoning_parser] if reasoning_parser else []),
         *flags,
         *extra,

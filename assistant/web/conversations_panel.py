@@ -174,20 +174,26 @@ class VoicePanel:
 
 
 def build_voice_panel(settings: Settings) -> VoicePanel:
+    # The controls start disabled and `load_voice` enables them with the login's own values:
+    # a change made before the page's load event answered (a second or more on a busy machine)
+    # would otherwise be overwritten by the stored values and then saved back over the choice.
     choices = voice_choices(settings)
     with gr.Accordion("Voice settings", open=False, elem_id="voice-settings"):
         with gr.Row():
-            speak = gr.Checkbox(label="Speak replies", value=True, elem_id="speak", scale=1)
+            speak = gr.Checkbox(
+                label="Speak replies", value=True, elem_id="speak", scale=1, interactive=False
+            )
             voice = gr.Dropdown(
                 label="Voice",
                 choices=choices,
                 value=choices[0][1] if choices else None,
                 elem_id="voice",
                 scale=2,
+                interactive=False,
             )
             rate = gr.Slider(
                 MIN_RATE, MAX_RATE, value=1.0, step=0.1, label="Speaking rate",
-                elem_id="rate", scale=2,
+                elem_id="rate", scale=2, interactive=False,
             )  # fmt: skip
     return VoicePanel(voice, rate, speak)
 
@@ -200,11 +206,19 @@ class VoiceSettings:
         self.settings = settings
 
     def load_voice(self, request: gr.Request) -> tuple[Any, Any, Any, Any]:
-        """Page load: voice, rate, speak, and the reply player (hidden when speech is off)."""
+        """Page load: voice, rate, speak (each enabled now that it shows the login's value), and
+        the reply player (hidden when speech is off)."""
         prefs = self.conversations.prefs(owner_of(self.settings, request))
         speak = bool(prefs.get("speak", True))
-        voice = prefs.get("voice") or gr.skip()
-        return voice, float(prefs.get("rate", 1.0)), speak, gr.Audio(visible=speak)
+        voice = gr.update(interactive=True)
+        if prefs.get("voice"):
+            voice["value"] = prefs["voice"]
+        return (
+            voice,
+            gr.update(value=float(prefs.get("rate", 1.0)), interactive=True),
+            gr.update(value=speak, interactive=True),
+            gr.Audio(visible=speak),
+        )
 
     def save_voice(self, voice: str | None, rate: float, speak: bool, request: gr.Request) -> Any:
         owner = owner_of(self.settings, request)

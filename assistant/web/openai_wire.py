@@ -395,4 +395,3 @@ class EventStream(Response):
     async def _watch(receive: Receive) -> None:
         while (await receive())["type"] != "http.disconnect":
             pass
-
