@@ -133,6 +133,57 @@ def test_going_on_after_a_candidate_forgets_the_prepared_reply():
     ]
 
 
+class WindowListener(QuietListener):
+    """The listener's side of "may the committed turn still go on?", scripted: `said` counts
+    what it has said, as the real listener's does."""
+
+    class config:
+        merge_ms = 0
+
+    def __init__(self):
+        self.open = True
+        self.asked = 0
+        self.said = 0
+
+    def may_go_on(self, number):
+        self.asked += 1
+        return self.open
+
+
+def test_a_turn_is_not_stored_while_its_going_on_is_still_on_the_way():
+    # The listener closes the window as it hears the person go on, and says "resumed" in the
+    # same step; on a busy loop the turn can look at the window before the session has heard
+    # that. It must wait for what was said, and then be cancelled, not stored.
+    async def run():
+        turns, page, listener = Turns(words=1), Page(), WindowListener()
+        s = session(turns, page, listener=listener)
+        listener.said = 2
+        await s.hear(heard("candidate", text="and so my fellow americans", seq=1))
+        await s.hear(heard("final", text="and so my fellow americans", seq=2))
+        while not listener.asked:  # the turn is done and waits on the window
+            await asyncio.sleep(0.01)
+        listener.open, listener.said = False, 3  # heard going on; "resumed" not delivered yet
+        await asyncio.sleep(1.0)  # long past the reply's playback: it would be stored by now
+        before = list(turns.stored)
+        await s.hear(heard("resumed", seq=3))
+        while s.turn is not None:
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.05)
+        return before, turns, page
+
+    before, turns, page = asyncio.run(run())
+    assert before == [] and turns.stored == []  # it went on: never stored as a turn
+    assert turns.started == ["and so my fellow americans"]
+    assert "barge" in page.kinds()
+
+
+def test_the_listener_numbers_what_it_says():
+    listener = Listener(load_stt(Settings()))
+    listener._say(Heard("speech", 1))
+    listener._say(Heard("partial", 1, "and so"))
+    assert [h.seq for h in listener.take()] == [1, 2] and listener.said == 2
+
+
 def test_deep_work_is_never_started_before_the_commit():
     async def run():
         turns, page = Turns(), Page()

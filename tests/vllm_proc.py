@@ -38,6 +38,21 @@ def metrics(server: VllmServer) -> EngineMetrics:
     return parse_engine_metrics(httpx.get(server.root + "/metrics", timeout=30).text)
 
 
+def finished(server: VllmServer) -> float:
+    """Requests vLLM counts as ended by themselves (`vllm:request_success_total`: a stop, the
+    budget spent, ...). A request its client closed is not among them."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    text = httpx.get(server.root + "/metrics", timeout=30).text
+    return sum(
+        sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+        if sample.name == "vllm:request_success_total"
+        and sample.labels.get("finished_reason") != "abort"
+    )
+
+
 def wait_running(server: VllmServer, condition, timeout_s: float = 120.0) -> EngineMetrics:
     """Poll the real /metrics until `condition(metrics)` holds (an event, not a fixed sleep)."""
     deadline = time.monotonic() + timeout_s
@@ -93,3 +108,5 @@ def holding(server: VllmServer, n: int, tokens: int = MAX_MODEL_LEN - 256) -> It
         stop.set()
         for t in threads:
             t.join(timeout=60)
+        # and until vLLM has dropped them: the next test starts from a quiet engine
+        wait_running(server, lambda m: (m.running or 0) + (m.waiting or 0) <= base, 60)

@@ -39,6 +39,8 @@ WAIT_S = 60.0
 WARM_S = 120.0
 SETTLE_S = 15.0
 """How long the probe waits at its end for the engine to drop its closed requests."""
+STEADY_S = 1.0
+"""The engine's count must hold this long (not fall) before the probe takes it as its base."""
 FLAG = "--scheduling-policy priority"
 
 
@@ -110,11 +112,24 @@ class PriorityProbe:
                         return
                     await asyncio.sleep(0.05)
 
+    async def _steady(self, m: EngineMetrics) -> EngineMetrics:
+        """The engine's count once it stops falling (bounded by SETTLE_S): requests their
+        clients just closed (a previous run's, a test's, another user's) are dropped seconds
+        later on a busy CPU, and a baseline that counts them would never be reached again."""
+        deadline = self.clock() + SETTLE_S
+        while self.clock() < deadline:
+            await asyncio.sleep(STEADY_S)
+            now = await self._metrics()
+            if now is None or _total(now) >= _total(m):
+                return m if now is None else now
+            m = now
+        return m
+
     async def _run(self) -> Ordering:
         first = await self._metrics()
         if first is None:
             return Ordering(None, f"cannot confirm: the engine serves no /metrics; use {FLAG}")
-        self.base = _total(first)
+        self.base = _total(await self._steady(first))
         # a cold engine's first request can take longer than any one observation may
         warm = self._start(0, 1)
         try:

@@ -65,3 +65,6 @@ class Heard:
     probability: float | None = None
     """The turn-end model's last verdict (on "final"; None: it was not asked)."""
     audio_s: float = 0.0
+    seq: int = 0
+    """Its place in what the listener said (1, 2, ...; 0: not said by a listener), so the
+    session can tell whether it has heard everything said so far."""

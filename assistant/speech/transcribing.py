@@ -8,6 +8,7 @@ flight in this process, so on a busy machine previews give way to other people's
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
@@ -49,6 +50,8 @@ class Transcribing:
 
     _out: list[Any]
     _ready: asyncio.Event
+    said = 0
+    """How many things it has said (the last one's `seq`)."""
 
     def _transcribed(self, job: Job, text: str) -> None:
         raise NotImplementedError
@@ -72,7 +75,8 @@ class Transcribing:
         return self.take()
 
     def _say(self, heard: Any) -> None:
-        self._out.append(heard)
+        self.said += 1
+        self._out.append(dataclasses.replace(heard, seq=self.said))
         self._ready.set()
 
     def _transcribe(self, kind: Literal["preview", "check", "final"], upto: int) -> None:

@@ -99,6 +99,8 @@ class VoiceSession:
         self._hearing = asyncio.Lock()
         """What was heard is handled in order, one at a time (the socket's reader and the
         listener's background work both deliver)."""
+        self._heard_seq = 0
+        """The listener's last `Heard.seq` this session has handled."""
 
     async def run(self) -> None:
         while True:
@@ -111,7 +113,10 @@ class VoiceSession:
 
     async def hear(self, heard: Heard) -> None:
         async with self._hearing:
-            await self._hear(heard)
+            try:
+                await self._hear(heard)
+            finally:
+                self._heard_seq = max(self._heard_seq, heard.seq)
 
     async def _hear(self, heard: Heard) -> None:
         turn = self.turn
@@ -266,6 +271,12 @@ class VoiceSession:
         go_on = getattr(self.listener, "may_go_on", None)
         while go_on is not None and go_on(turn.utterance):  # noqa: ASYNC110
             await asyncio.sleep(0.05)  # a sound after it, not yet told apart (echo check)
+        # The window closes the moment the listener hears the person go on, before its
+        # "resumed" (which cancels this turn) has reached this session: on a busy loop this
+        # task can run first. Everything the listener has said is heard before deciding.
+        said = getattr(self.listener, "said", 0)
+        while self._heard_seq < said:  # noqa: ASYNC110
+            await asyncio.sleep(0.02)
         if turn.discard or self.turn is not turn:
             raise asyncio.CancelledError
         # a deadline that moves as audio is sent: re-read after each sleep
