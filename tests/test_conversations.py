@@ -145,3 +145,27 @@ def test_replies_use_the_users_voice_and_rate_and_a_gone_voice_falls_back():
     assert asyncio.run(voice_of(speech, {"voice": "joe", "rate": 1.5})) is not None
     assert asyncio.run(voice_of(speech, {"voice": "removed", "rate": 0.8})) is not None
     assert speech.asked == [("joe", 1.5), ("removed", 0.8), (None, 0.8)]
+
+
+def test_voice_settings_stay_disabled_until_the_logins_own_values_are_loaded(convs):
+    # enabled from the start, a change made before the page's load event answered was
+    # overwritten by the stored values (and then saved back over the choice)
+    import gradio as gr
+
+    from assistant.settings import Settings
+    from assistant.web.conversations_panel import VoiceSettings, build_voice_panel
+
+    settings = Settings()
+    with gr.Blocks():
+        panel = build_voice_panel(settings)
+    assert [panel.voice.interactive, panel.rate.interactive, panel.speak.interactive] == [
+        False,
+        False,
+        False,
+    ]
+    convs.remember("local", rate=1.5, speak=False)
+    voice, rate, speak, player = VoiceSettings(convs, settings).load_voice(None)
+    assert voice["interactive"] is True and "value" not in voice  # no stored voice: kept
+    assert rate == {"__type__": "update", "value": 1.5, "interactive": True}
+    assert speak == {"__type__": "update", "value": False, "interactive": True}
+    assert player.visible is False
