@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import sys
 from dataclasses import asdict, dataclass, replace
 
@@ -36,6 +37,10 @@ CHAT_TTFT_OK_MS = 1500.0
 take 0.6-2.8 s in all on the reference deployment)."""
 
 
+log = logging.getLogger(__name__)
+
+PRIORITY_TRIES = 2
+"""Runs of the priority probe when one cannot tell for a passing reason (a stall)."""
 PROBE_READ_S = 15.0
 """The longest the doctor waits for a chunk of one probe."""
 SATURATED = (
@@ -154,12 +159,17 @@ async def _priority_check(rt: Runtime) -> Check:
         )
     headers = {"Authorization": f"Bearer {rt.settings.api_key}"} if rt.settings.api_key else {}
     async with httpx.AsyncClient(base_url=rt.base_url, headers=headers) as client:
-        found = await PriorityProbe(
-            client,
-            model=engine.model or "",
-            metrics_url=rt.base_url.removesuffix("/v1") + "/metrics",
-            context=engine.context,
-        ).run()
+        for attempt in range(PRIORITY_TRIES):
+            found = await PriorityProbe(
+                client,
+                model=engine.model or "",
+                metrics_url=rt.base_url.removesuffix("/v1") + "/metrics",
+                context=engine.context,
+            ).run()
+            if found.settled:
+                break
+            # a stall or a moving queue is not an answer: look once more before saying so
+            log.info("priority probe inconclusive (%s); try %d", found.detail, attempt + 2)
     return Check("priority", found.honoured, found.detail)
 
 

@@ -40,3 +40,38 @@ def test_the_baseline_waits_for_closed_requests_to_be_dropped(monkeypatch):
     steady = asyncio.run(run())
     assert (steady.running, steady.waiting) == (0, 0)  # not the 4 that were on their way out
     assert asked == [4, 3, 1, 0, 0]  # it stopped asking once the count held
+
+
+def test_the_doctor_looks_again_when_the_probe_could_not_tell_for_a_passing_reason(monkeypatch):
+    from types import SimpleNamespace
+
+    from assistant import doctor
+    from assistant.engine.ordering import Ordering
+
+    outcomes = [
+        Ordering(None, "cannot confirm: a probe request failed (ConnectTimeout)", settled=False),
+        Ordering(True, "a priority-0 request overtook 2 queued priority-10 ones", 2),
+    ]
+    runs = []
+
+    class Probe:
+        def __init__(self, client, **kw):
+            pass
+
+        async def run(self):
+            runs.append(1)
+            return outcomes[len(runs) - 1]
+
+    monkeypatch.setattr(doctor, "PriorityProbe", Probe)
+    engine = SimpleNamespace(profile=SimpleNamespace(priority=True), model="tiny", context=None)
+    rt = SimpleNamespace(
+        engine=engine, settings=SimpleNamespace(api_key=None), base_url="http://engine/v1"
+    )
+    check = asyncio.run(doctor._priority_check(rt))
+    assert (check.ok, len(runs)) == (True, 2) and "overtook" in check.detail
+
+    # a reason that stays (no /metrics) is said at once, without a second run
+    outcomes[0] = Ordering(None, "cannot confirm: the engine serves no /metrics")
+    runs.clear()
+    check = asyncio.run(doctor._priority_check(rt))
+    assert (check.ok, len(runs)) == (None, 1)

@@ -52,6 +52,9 @@ class Ordering:
     honoured: bool | None
     detail: str
     running: int = 0
+    settled: bool = True
+    """False: it could not tell because an observation failed or the queue moved (a busy or
+    stalling engine), so another run may tell; True: a verdict, or a reason that stays."""
 
 
 @dataclass
@@ -135,7 +138,9 @@ class PriorityProbe:
         try:
             await asyncio.wait_for(asyncio.shield(warm.task), WARM_S)  # type: ignore[arg-type]
         except TimeoutError:
-            return Ordering(None, f"cannot confirm: one token took over {WARM_S:.0f} s")
+            return Ordering(
+                None, f"cannot confirm: one token took over {WARM_S:.0f} s", settled=False
+            )
         if warm.error:
             return self._failed([warm])  # type: ignore[return-value]
         fillers: list[_Stream] = []
@@ -153,7 +158,9 @@ class PriorityProbe:
             seen = await self._until(lambda m: _total(m) >= base + started)  # noqa: B023
             if seen is None:
                 return self._failed(fillers) or Ordering(
-                    None, "cannot confirm: the engine's /metrics did not count the probe's requests"
+                    None,
+                    "cannot confirm: the engine's /metrics did not count the probe's requests",
+                    settled=False,
                 )
             if (seen.waiting or 0) >= 1:
                 break
@@ -180,6 +187,7 @@ class PriorityProbe:
                 None,
                 "cannot confirm: no queued request was admitted after a sequence freed",
                 running,
+                settled=False,
             )
         if admitted.error:
             return self._failed([admitted])  # type: ignore[return-value]
@@ -218,7 +226,8 @@ class PriorityProbe:
             "chat_template_kwargs": {"enable_thinking": False},
         }
         try:
-            timeout = httpx.Timeout(None, connect=5.0)
+            # a busy engine's server can stall for tens of seconds: that is slow, not a failure
+            timeout = httpx.Timeout(None, connect=WAIT_S)
             async with self.client.stream(
                 "POST", "/chat/completions", json=body, timeout=timeout
             ) as r:
@@ -273,7 +282,7 @@ class PriorityProbe:
         error = next((s.error for s in streams if s.error), None)
         if error is None:
             return None
-        return Ordering(None, f"cannot confirm: a probe request failed ({error})")
+        return Ordering(None, f"cannot confirm: a probe request failed ({error})", settled=False)
 
     def _inconclusive(self, streams: list[_Stream], running: int) -> Ordering:
         return self._failed(streams) or Ordering(
@@ -281,6 +290,7 @@ class PriorityProbe:
             "cannot confirm: the engine's queue did not hold still long enough to compare "
             f"(with {running} running); use {FLAG}",
             running,
+            settled=False,
         )
 
 
