@@ -34,8 +34,12 @@ def vllm(tmp: Path, flags: str | list[str], **kw) -> Iterator[VllmServer]:
         pytest.skip(str(e))
 
 
+def metrics_text(server: VllmServer) -> str:
+    return httpx.get(server.root + "/metrics", timeout=30).text
+
+
 def metrics(server: VllmServer) -> EngineMetrics:
-    return parse_engine_metrics(httpx.get(server.root + "/metrics", timeout=30).text)
+    return parse_engine_metrics(metrics_text(server))
 
 
 def finished(server: VllmServer) -> float:
@@ -43,10 +47,9 @@ def finished(server: VllmServer) -> float:
     budget spent, ...). A request its client closed is not among them."""
     from prometheus_client.parser import text_string_to_metric_families
 
-    text = httpx.get(server.root + "/metrics", timeout=30).text
     return sum(
         sample.value
-        for family in text_string_to_metric_families(text)
+        for family in text_string_to_metric_families(metrics_text(server))
         for sample in family.samples
         if sample.name == "vllm:request_success_total"
         and sample.labels.get("finished_reason") != "abort"

@@ -38,7 +38,8 @@ WAIT_S = 60.0
 """How long any one observation may take (a queue showing in /metrics, a first token)."""
 WARM_S = 120.0
 SETTLE_S = 15.0
-"""How long the probe waits at its end for the engine to drop its closed requests."""
+"""How long the probe waits for the engine to drop closed requests: at its start (others'),
+for a steady baseline, and at its end (its own)."""
 STEADY_S = 1.0
 """The engine's count must hold this long (not fall) before the probe takes it as its base."""
 FLAG = "--scheduling-policy priority"
