@@ -174,7 +174,13 @@ def cmd_doctor(args: argparse.Namespace, settings: Settings) -> int:
 def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     from assistant.web.server import serve
 
-    return serve(settings, host=args.host, port=args.port, tls=args.tls)
+    return serve(settings, host=args.host, port=args.port, tls=args.tls, worker=args.worker)
+
+
+def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
+    from assistant.worker import run_worker
+
+    return run_worker(settings, args.link_fd)
 
 
 def cmd_bench(args: argparse.Namespace, settings: Settings) -> int:
@@ -207,7 +213,17 @@ def parser() -> argparse.ArgumentParser:
         help="serve HTTPS (a phone's microphone needs it); without ASSISTANT_TLS_CERT/KEY, "
         "with a self-signed certificate made once in the data directory",
     )
+    s.add_argument(
+        "--no-worker",
+        dest="worker",
+        action="store_false",
+        help="do not start the job worker (run `assistant worker` elsewhere on the same store)",
+    )
     s.set_defaults(fn=cmd_serve)
+
+    s = sub.add_parser("worker", help="run delegated jobs (assistant serve starts one itself)")
+    s.add_argument("--link-fd", type=int, default=None, help=argparse.SUPPRESS)
+    s.set_defaults(fn=cmd_worker)
 
     s = sub.add_parser("chat", help="one typed turn through the router")
     s.add_argument("text", nargs="+")

@@ -28,7 +28,8 @@ from assistant.turns.prompt import Prompts
 log = logging.getLogger(__name__)
 
 LEASE_S = 30.0
-HEARTBEAT_S = 2.0
+HEARTBEAT_S = 1.0
+"""Progress is saved this often: what the Jobs panel shows is at most about a second old."""
 MAX_RESUMES = 50
 """Bounded: an engine that cuts every stream cannot keep a job alive forever."""
 MAX_ATTEMPTS = 5

@@ -9,6 +9,7 @@ from prometheus_client import CollectorRegistry, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.parser import text_string_to_metric_families
 
+from assistant.loop_lag import BUCKETS_S
 from assistant.records import Timings
 
 # sample name -> field; vLLM first, then the older vLLM and llama.cpp server names
@@ -75,6 +76,12 @@ class AppMetrics:
             "Per-turn latency by lane and stage (milliseconds)",
             ["lane", "stage"],
             buckets=_BUCKETS_MS,
+            registry=self.registry,
+        )
+        self.loop_lag = Histogram(
+            "assistant_event_loop_lag_seconds",
+            "How late the web process's event loop woke a timer (seconds)",
+            buckets=BUCKETS_S,
             registry=self.registry,
         )
         self.registry.register(_Live(depth, job_counts))

@@ -6,7 +6,7 @@ import contextlib
 import functools
 import logging
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 
@@ -15,6 +15,7 @@ from assistant.engine.embedded import CHAT_BUDGET, DEEP_BUDGET, NOTICE, Embedded
 from assistant.engine.lanes import LaneScheduler
 from assistant.errors import EngineUnavailable
 from assistant.jobs import JobQueue, JobWorker
+from assistant.loop_lag import LoopLag
 from assistant.metrics import AppMetrics
 from assistant.settings import Settings
 from assistant.store.db import Store
@@ -22,6 +23,9 @@ from assistant.turns.chat import ChatService
 from assistant.turns.conversations import Conversations
 from assistant.turns.pipeline import Pipeline
 from assistant.turns.prompt import Prompts, Transcript
+
+if TYPE_CHECKING:
+    from assistant.worker import WorkerProcess
 
 log = logging.getLogger(__name__)
 
@@ -67,7 +71,12 @@ def probe(base_url: str, api_key: str | None, kind: str, timeout_s: float = 3.0)
 class Runtime:
     """Every long-lived object, built once. Use as a context manager (sync) for cleanup."""
 
-    def __init__(self, settings: Settings, *, start_engine: bool = True):
+    def __init__(
+        self, settings: Settings, *, start_engine: bool = True, engine_is_embedded: bool = False
+    ):
+        """`engine_is_embedded`: the engine at `settings.engine_url` is an embedded one another
+        process runs (the job worker's case): shaped like it, and never probed, since any
+        request to llama.cpp's server interrupts its generation."""
         self.settings = settings
         self.embedded: EmbeddedEngine | None = None
         self.notice: str | None = None
@@ -94,8 +103,12 @@ class Runtime:
         else:
             raise EngineUnavailable("no ASSISTANT_ENGINE_URL set and the embedded engine is off")
         self.base_url = base_url
-        self.info = probe(base_url, settings.api_key, settings.engine_kind)
-        if self.embedded is not None:
+        embedded = self.embedded is not None or engine_is_embedded
+        if engine_is_embedded:
+            self.info = EngineInfo(True, "llamacpp", settings.model)
+        else:
+            self.info = probe(base_url, settings.api_key, settings.engine_kind)
+        if embedded:
             self.info.kind, self.info.slots = "llamacpp", settings.embedded_slots
             self.info.context = settings.embedded_ctx
         model = settings.model or self.info.model
@@ -108,7 +121,7 @@ class Runtime:
             # the embedded model is a base model: prompted as a transcript, not a chat
             transcript=(
                 Transcript(self.prompts.transcript, self.prompts.transcript_deep)
-                if self.embedded
+                if embedded
                 else None
             ),
             supervisor=self.embedded,
@@ -121,6 +134,8 @@ class Runtime:
         self.jobs = JobQueue(self.store, settings)
         self.conversations = Conversations(self.store)
         self.metrics = AppMetrics(depth=self.scheduler.depth, job_counts=self.store.job_counts)
+        # run by whoever owns the loop (the server's lifespan, a bench)
+        self.loop_lag = LoopLag(self.metrics.loop_lag.observe)
 
     # the turn path is built on first use: it loads the router (onnxruntime and an embedding
     # warm-up, seconds on a busy CPU) that `assistant doctor` and `jobs` never need
@@ -161,6 +176,26 @@ class Runtime:
             prompts=self.prompts,
             queue=self.jobs,
             settings=self.settings,
+        )
+
+    def worker_process(self, *, lanes: bool = True, deep_max: int | None = None) -> WorkerProcess:
+        """The job worker as a child process linked to this runtime's lanes and queue, on this
+        runtime's engine (the embedded one too: the child attaches to it, never starts one)."""
+        from assistant.worker import WorkerProcess
+
+        settings = replace(
+            self.settings,
+            engine_url=self.base_url,
+            engine_kind=self.info.kind,
+            model=self.engine.model or self.settings.model,
+        )
+        return WorkerProcess(
+            settings,
+            self.scheduler,
+            self.jobs,
+            embedded=self.embedded is not None,
+            lanes=lanes,
+            deep_max=deep_max,
         )
 
     def close(self) -> None:

@@ -186,6 +186,9 @@ def refusal(cfg: SimConfig, body: dict[str, Any], priority: int, prompt: int, bu
     """Why vLLM would refuse this request with HTTP 400 ('' if it would not)."""
     if priority != 0 and cfg.reject_priority and not cfg.priority_policy:
         return PRIORITY_MSG.format(p=priority)  # vLLM before 0.32; 0.32 ignores it
+    interval = body.get("stream_interval")
+    if interval is not None and (not isinstance(interval, int) or interval < 1):
+        return "stream_interval: Input should be greater than or equal to 1"
     auto_tools = body.get("tools") and body.get("tool_choice") in (None, "auto")
     if auto_tools and cfg.kind == "vllm" and not cfg.auto_tool_choice:
         return TOOLS_MSG

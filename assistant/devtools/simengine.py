@@ -235,9 +235,29 @@ class SimEngine:
         base = {"id": f"chatcmpl-sim-{next(self.ids)}", "created": int(time.time())}
         base |= {"model": cfg.model, "object": "chat.completion.chunk"}
 
+        options = body.get("stream_options") or {}
+        # vLLM's per-request batching: tokens per chunk (the first and last at once), and
+        # the running token count on every chunk when asked
+        interval = max(1, int(body.get("stream_interval") or 1))
+        generated = 0
+
         async def chunk(delta: dict[str, Any], finish: str | None = None) -> None:
             choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
-            await send(sse(base | {"choices": [choice]}))
+            extra: dict[str, Any] = {}
+            if options.get("continuous_usage_stats"):
+                extra["usage"] = {"prompt_tokens": prompt, "completion_tokens": generated,
+                                  "total_tokens": prompt + generated}  # fmt: skip
+            await send(sse(base | {"choices": [choice]} | extra))
+
+        pending: dict[str, str] = {}
+        sent = 0  # tokens sent in chunks so far
+
+        async def flush() -> None:
+            nonlocal sent
+            if pending:
+                await chunk(dict(pending))
+                pending.clear()
+            sent = generated
 
         stop_at = -1  # the token index where a cut, stall or interrupt fault strikes
         if fault in ("stall", "cut", "interrupt", "hold"):
@@ -274,16 +294,20 @@ class SimEngine:
                         return
                     await asyncio.sleep(cfg.stall_s)  # cancelled when the client gives up
                 if token is None:
+                    await flush()
                     break
                 # An absolute schedule keeps long answers at the set speed.
                 next_t += cfg.token_ms * (1 + cfg.busy_slowdown * (self.slots.running - 1)) / 1e3
                 await self._sleep(seq, next_t - time.monotonic())
                 seq.tokens += 1
+                generated += 1
                 self.counters["gen"] += 1
                 kind, word = token
                 out[kind].append(word if not out[kind] else " " + word)
                 if stream and kind != "tool":
-                    await chunk({kind: out[kind][-1]})
+                    pending[kind] = pending.get(kind, "") + out[kind][-1]
+                    if sent == 0 or generated - sent >= interval:
+                        await flush()
             reply = "".join(out["content"])
             self.prefix_store([*messages, {"role": "assistant", "content": reply}])
             usage = {"prompt_tokens": prompt, "completion_tokens": len(tokens)}

@@ -52,9 +52,17 @@ class Profile:
     priority: bool
     effort: bool
     thinking_switch: bool
+    batching: bool = False
+    """Takes a per-request `stream_interval` (vLLM), with usage on every chunk."""
 
     def shape(
-        self, lane: LaneConfig, *, thinking: bool, max_tokens: int, use_priority: bool
+        self,
+        lane: LaneConfig,
+        *,
+        thinking: bool,
+        max_tokens: int,
+        use_priority: bool,
+        use_batching: bool = True,
     ) -> dict:
         params: dict[str, Any] = {"max_tokens": max_tokens}
         extra: dict[str, Any] = {}
@@ -69,13 +77,17 @@ class Profile:
             params["max_completion_tokens"] = params.pop("max_tokens")
         if self.kind in ("vllm", "openai"):
             params["stream_options"] = {"include_usage": True}
+        if self.batching and use_batching and lane.stream_interval > 1:
+            extra["stream_interval"] = lane.stream_interval
+            # a chunk holds many tokens now: the engine counts them on every chunk
+            params["stream_options"]["continuous_usage_stats"] = True
         if extra:
             params["extra_body"] = extra
         return params
 
 
 PROFILES = {
-    "vllm": Profile("vllm", priority=True, effort=True, thinking_switch=True),
+    "vllm": Profile("vllm", priority=True, effort=True, thinking_switch=True, batching=True),
     # llama-cpp-python's server has neither request priority nor a thinking switch
     "llamacpp": Profile("llamacpp", priority=False, effort=False, thinking_switch=False),
     "openai": Profile("openai", priority=False, effort=True, thinking_switch=False),
@@ -116,6 +128,12 @@ def build_client(base_url: str, api_key: str | None) -> AsyncOpenAI:
 def _priority_rejected(err: openai.APIStatusError) -> bool:
     text = str(err).lower()
     return err.status_code == 400 and "priority" in text
+
+
+def _batching_refused(err: openai.APIStatusError) -> bool:
+    """An engine (an older vLLM) that does not know `stream_interval` or continuous usage."""
+    text = str(err).lower()
+    return err.status_code == 400 and ("stream_interval" in text or "continuous_usage" in text)
 
 
 def _tools_refused(err: openai.APIStatusError) -> bool:
@@ -168,6 +186,8 @@ class Engine:
         """Set for a base model: requests go to /completions as a transcript."""
         self.supervisor = supervisor
         self.priority_ok = self.profile.priority
+        self.batching_ok = self.profile.batching
+        """False once the engine refused `stream_interval`: chunks of one token, as before."""
         self.tools_ok = True
         """False once the engine refused tools: the chat lane stops offering them."""
         self.warnings: list[str] = []
@@ -204,6 +224,7 @@ class Engine:
         produced = 0  # tokens so far, for a stream that ends with no finish reason
         resumed = self.transcript is not None and self.transcript.continues(messages)
         calls: dict[int, dict[str, str]] = {}
+        counted = 0  # the engine's running count of tokens, where it sends one per chunk
         try:
             iterator = stream.__aiter__()
             while True:
@@ -230,7 +251,11 @@ class Engine:
                     finish = CUT  # the connection really broke
                     break
                 usage = getattr(chunk, "usage", None)
+                # tokens in this chunk: one, unless the engine counts them (a batched chunk)
+                each = 1
                 if usage is not None and getattr(usage, "completion_tokens", None):
+                    each = max(1, usage.completion_tokens - counted)
+                    counted = usage.completion_tokens
                     yield StreamEvent("usage", tokens=usage.completion_tokens)
                 for choice in chunk.choices or []:
                     if self.transcript is not None:  # a completion: text, no delta
@@ -245,14 +270,21 @@ class Engine:
                         continue
                     delta = choice.delta
                     reasoning = _field(delta, "reasoning") or _field(delta, "reasoning_content")
+                    content = delta.content if delta is not None else None
+                    # a batched chunk may hold the end of the reasoning and the answer's start:
+                    # its tokens are shared by length
+                    shares = (each, each)
+                    if reasoning and content:
+                        part = round(each * len(reasoning) / (len(reasoning) + len(content)))
+                        shares = (max(1, part), max(1, each - part))
                     if reasoning:
                         started = True
-                        produced += 1
-                        yield StreamEvent("reasoning", text=reasoning, tokens=1)
-                    if delta is not None and delta.content:
+                        produced += shares[0]
+                        yield StreamEvent("reasoning", text=reasoning, tokens=shares[0])
+                    if content:
                         started = True
-                        produced += 1
-                        yield StreamEvent("content", text=delta.content, tokens=1)
+                        produced += shares[1]
+                        yield StreamEvent("content", text=content, tokens=shares[1])
                     for call in (delta.tool_calls if delta is not None else None) or []:
                         entry = calls.setdefault(call.index or 0, {"name": "", "arguments": ""})
                         if call.function is not None:
@@ -316,7 +348,11 @@ class Engine:
                     await self._discover_model(lane)
                     budget = self._fit(messages, budget)
                 params = self.profile.shape(
-                    lane, thinking=thinking, max_tokens=budget, use_priority=self.priority_ok
+                    lane,
+                    thinking=thinking,
+                    max_tokens=budget,
+                    use_priority=self.priority_ok,
+                    use_batching=self.batching_ok,
                 )
                 if tools and self.tools_ok:
                     params["tools"] = tools
@@ -343,6 +379,12 @@ class Engine:
                     self._warn_once(
                         "the engine rejected request priority (start vLLM with "
                         "--scheduling-policy priority); the app's own lanes keep order instead"
+                    )
+                    continue
+                if "stream_interval" in params.get("extra_body", {}) and _batching_refused(e):
+                    self.batching_ok = False
+                    self._warn_once(
+                        "the engine refused stream_interval; deep-lane chunks stay one token each"
                     )
                     continue
                 if "tools" in params and _tools_refused(e):

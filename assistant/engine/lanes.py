@@ -3,6 +3,11 @@
 Chat is admitted before deep; deep requests in flight are capped; on an engine with fewer free
 slots than requests, an arriving chat turn preempts a running deep request (its holder stops the
 stream, keeps what it generated, and asks to be admitted again).
+
+Delegated jobs run in a worker process of their own (`assistant.worker`), with a scheduler of
+their own; a `LanePeer` joins the two: the web process's chat turns are mirrored in the
+worker's scheduler (where they preempt and hold back deep work exactly as a local chat turn
+would), and the worker's running deep requests are counted in the web process's depth.
 """
 
 from __future__ import annotations
@@ -10,8 +15,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from assistant.errors import Busy
 from assistant.records import Lane, now_ms
@@ -24,6 +30,20 @@ class Ticket:
     lane: Lane
     queue_ms: float = 0.0
     preempted: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+class LanePeer(Protocol):
+    """The other process's scheduler, as this one sees it."""
+
+    deep_running: int
+    """Deep requests it has at the engine."""
+
+    async def chat_started(self, ticket: Ticket) -> None:
+        """A chat turn was admitted here; returns once the peer has made room for it (on an
+        engine with known slots: its deep work preempted), or at once when it need not."""
+        ...
+
+    def chat_ended(self, ticket: Ticket) -> None: ...
 
 
 @dataclass
@@ -60,6 +80,11 @@ class LaneScheduler:
         self.waiting: dict[Lane, int] = {"chat": 0, "deep": 0}
         self.stats: dict[Lane, LaneStats] = {"chat": LaneStats(), "deep": LaneStats()}
         self._cond = asyncio.Condition()
+        self.peer: LanePeer | None = None
+        """The worker process's scheduler, when jobs run there (`assistant.worker`)."""
+        self.on_change: Callable[[], None] | None = None
+        """Called whenever a request is admitted or released (the worker reports its deep
+        count through it)."""
 
     @property
     def in_flight(self) -> int:
@@ -105,14 +130,24 @@ class LaneScheduler:
                 self.waiting[lane] -= 1
                 self._cond.notify_all()
             self.running[lane].append(ticket)
-        ticket.queue_ms = now_ms() - start
-        self.stats[lane].queue_ms.append(ticket.queue_ms)
+        self._changed()
         try:
+            if lane == "chat" and self.peer is not None and self.enabled:
+                await self.peer.chat_started(ticket)
+            ticket.queue_ms = now_ms() - start
+            self.stats[lane].queue_ms.append(ticket.queue_ms)
             yield ticket
         finally:
+            if lane == "chat" and self.peer is not None:
+                self.peer.chat_ended(ticket)
             async with self._cond:
                 self.running[lane].remove(ticket)
                 self._cond.notify_all()
+            self._changed()
+
+    def _changed(self) -> None:
+        if self.on_change is not None:
+            self.on_change()
 
     def record(self, lane: Lane, ttft_ms: float | None, tokens_per_s: float | None) -> None:
         if ttft_ms is not None:
@@ -125,5 +160,6 @@ class LaneScheduler:
             "chat_waiting": self.waiting["chat"],
             "deep_waiting": self.waiting["deep"],
             "chat_running": len(self.running["chat"]),
-            "deep_running": len(self.running["deep"]),
+            "deep_running": len(self.running["deep"])
+            + (self.peer.deep_running if self.peer is not None else 0),
         }

@@ -165,8 +165,10 @@ ZERO_HITS = (
 )
 
 
-def engine_markdown(reading: EngineReading, lanes: dict[str, int] | None = None) -> str:
-    """The engine panel's text."""
+def engine_markdown(
+    reading: EngineReading, lanes: dict[str, int] | None = None, loop: dict | None = None
+) -> str:
+    """The engine panel's text; `loop`: a `LoopLag.summary` of the app's own event loop."""
     m = reading.metrics
     if m is None:
         head = NO_METRICS.format(url=reading.url, problem=reading.problem)
@@ -186,6 +188,13 @@ def engine_markdown(reading: EngineReading, lanes: dict[str, int] | None = None)
             f"\n\nThis app's lanes: chat {lanes.get('chat_running', 0)} running, "
             f"{lanes.get('chat_waiting', 0)} waiting; deep {lanes.get('deep_running', 0)} "
             f"running, {lanes.get('deep_waiting', 0)} waiting."
+        )
+    if loop and loop.get("n"):
+        # the time the app itself holds a turn up, apart from the engine's: a figure to
+        # read before blaming the engine for a slow first token
+        head += (
+            f"\n\nThis app's event loop lag over the last minute: p50 {loop['p50_ms']:.1f} ms, "
+            f"p95 {loop['p95_ms']:.1f} ms, max {loop['max_ms']:.1f} ms ({loop['n']} samples)."
         )
     return head
 

@@ -6,12 +6,14 @@ The numbers come from `assistant.web.dashboard`; this module only places and wir
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import gradio as gr
 
+from assistant.loop_lag import LoopLag
 from assistant.settings import Settings
 from assistant.turns.conversations import Conversations
 from assistant.web.dashboard import EngineWatch, bar_order, engine_markdown, latency_frame
@@ -73,7 +75,9 @@ class Dash:
         settings: Settings,
         depth: Callable[[], dict[str, int]],
         watch: EngineWatch,
+        loop_lag: LoopLag | None = None,
     ):
+        self.loop_lag = loop_lag
         self.conversations = conversations
         self.settings = settings
         self.depth = depth
@@ -95,7 +99,8 @@ class Dash:
 
     async def engine(self) -> str:
         reading = await self.watch.reading()
-        return engine_markdown(reading, self.depth())
+        loop = self.loop_lag.summary(time.monotonic() - 60) if self.loop_lag else None
+        return engine_markdown(reading, self.depth(), loop)
 
 
 def add_dashboard(dash: Dash, demo: gr.Blocks) -> Dash:

@@ -203,7 +203,7 @@ def build_ui(
     )
     api = Api(rt.turns, rt.jobs, rt.conversations, settings, speech)
     watch = EngineWatch(rt.base_url, settings.api_key, every_s=DASH_REFRESH_S)
-    dash = Dash(rt.conversations, settings, rt.scheduler.depth, watch)
+    dash = Dash(rt.conversations, settings, rt.scheduler.depth, watch, rt.loop_lag)
     private: dict[str, Any] = {"api_visibility": "private"}
 
     with gr.Blocks(title="Assistant") as demo:

@@ -1,7 +1,8 @@
-"""`assistant serve`: the web app. Builds the runtime, runs the job worker, serves the page.
+"""`assistant serve`: the web app. Builds the runtime, starts the job worker, serves the page.
 
-The job worker runs as a kept task on the server's own event loop (a FastAPI lifespan), so it
-shares the loop with the page's callbacks and is cancelled when the server stops.
+The job worker is a child process (`assistant.worker`), started and supervised by a kept task
+on the server's event loop (a FastAPI lifespan) and stopped with the server: a deep job's token
+flood never runs on the loop that serves chat. The loop's own lag is sampled there too.
 """
 
 from __future__ import annotations
@@ -59,22 +60,30 @@ def ensure_ffmpeg(bin_dir: Path) -> bool:
     return shutil.which("ffmpeg") is not None
 
 
-def lifespan(rt: Runtime, speech: SpeechModels, utterances: Utterances) -> Callable[[Any], Any]:
-    """A FastAPI lifespan that runs the job worker (and warms speech) on the server's loop."""
+def lifespan(
+    rt: Runtime, speech: SpeechModels, utterances: Utterances, worker: bool = True
+) -> Callable[[Any], Any]:
+    """A FastAPI lifespan that supervises the job worker process (unless `worker` is off),
+    samples the loop's lag and warms speech, on the server's loop."""
 
     @contextlib.asynccontextmanager
     async def run(app: Any) -> AsyncIterator[None]:
         # routes added here exist before the server accepts its first connection
         add_routes(app, rt, speech, utterances)
-        worker = asyncio.create_task(rt.worker().serve(), name="job-worker")
-        worker.add_done_callback(_report_crash)
-        warming = asyncio.create_task(speech.warm(), name="warm-speech")
+        tasks = [
+            asyncio.create_task(speech.warm(), name="warm-speech"),
+            asyncio.create_task(rt.loop_lag.run(), name="loop-lag"),
+        ]
+        if worker:
+            tasks.append(asyncio.create_task(rt.worker_process().run(), name="job-worker"))
+            tasks[-1].add_done_callback(_report_crash)
         try:
             yield
         finally:
-            worker.cancel()
-            warming.cancel()
-            await asyncio.gather(worker, warming, return_exceptions=True)
+            # the worker's task stops its process, which hands running jobs back first
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
 
     return run
 
@@ -85,8 +94,15 @@ def _report_crash(task: asyncio.Task) -> None:
         log.error("the job worker stopped: %r", task.exception())
 
 
-def serve(settings: Settings, host: str = "127.0.0.1", port: int = 7860, tls: bool = False) -> int:
+def serve(
+    settings: Settings,
+    host: str = "127.0.0.1",
+    port: int = 7860,
+    tls: bool = False,
+    worker: bool = True,
+) -> int:
     """Run the web app until SIGINT/SIGTERM. Exit code 2: refused to listen unsafely.
+    `worker`: start the job worker process (off: one runs elsewhere on the same store).
 
     `tls`: serve HTTPS with the self-signed certificate (made once in the data directory)
     when no ASSISTANT_TLS_CERT/KEY are set; with them, HTTPS is on anyway."""
@@ -158,7 +174,7 @@ def serve(settings: Settings, host: str = "127.0.0.1", port: int = 7860, tls: bo
             # state, kept for the 10,000 most recent by default: about 2 GB
             state_session_capacity=SESSION_STATES,
             app_kwargs={
-                "lifespan": lifespan(rt, speech, utterances),
+                "lifespan": lifespan(rt, speech, utterances, worker),
                 # over HTTPS, login cookies are Secure (assistant.web.tls)
                 "middleware": [*edge_middleware(settings), Middleware(SecureCookies)],
             },

@@ -1,0 +1,366 @@
+"""`assistant worker`: delegated jobs in a process of their own, out of the chat lane's loop.
+
+A deep job streams thousands of chunks; parsed on the web process's event loop they made a chat
+turn's first token wait its turn behind them (issue 25: chat p95 of 3 s on vLLM while vLLM itself
+answered in 0.18 s). So `assistant serve` starts this worker as a child process and supervises
+it (`WorkerProcess`): restarted with bounded backoff if it dies alone, and it ends with the app
+(the link closes when the app's process does, even on `kill -9`). The store is the queue and
+carries progress, so the web process only reads it.
+
+One socket joins the two processes (`Wire`, newline-delimited JSON):
+- app -> worker: `{"wake": 1}` a job was queued or retried; `{"chat": id, "on": bool}` a chat
+  turn was admitted or ended;
+- worker -> app: `{"ok": id}` room was made for that chat turn; `{"deep": n}` deep requests at
+  the engine.
+The worker mirrors each chat turn in its own `LaneScheduler`, so on a one-slot engine a chat turn
+preempts deep work and holds it back exactly as it did when both shared a loop; the app waits
+for the `ok` there (bounded) before its chat request goes out.
+
+`assistant worker` run alone (no link) serves the store's queue for a machine of its own; then
+start the app with `assistant serve --no-worker`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import itertools
+import json
+import logging
+import pickle
+import signal
+import socket
+import sys
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+from assistant.engine.lanes import LaneScheduler, Ticket
+from assistant.settings import Settings
+
+if TYPE_CHECKING:
+    from assistant.jobs import JobQueue
+    from assistant.runtime import Runtime
+
+log = logging.getLogger(__name__)
+
+ROOM_WAIT_S = 2.0
+"""How long a chat turn waits for the worker to make room on a one-slot engine; past it the
+turn goes ahead (the engine preempts the deep request itself)."""
+RESTART_DELAYS_S = (0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
+STEADY_S = 60.0
+"""A worker that ran this long before dying starts the backoff from its beginning again."""
+STOP_GRACE_S = 15.0
+"""How long a stopping worker gets to hand its jobs back to the queue before it is killed."""
+
+
+@dataclass(frozen=True)
+class Hello:
+    """The first message to a linked worker: the app's settings, read once there."""
+
+    settings: Settings
+    embedded: bool
+    """The engine at `settings.engine_url` is the app's embedded llama.cpp: prompted as a
+    transcript, one slot, and never probed (a request interrupts its generation)."""
+    lanes: bool = True
+    """False: no lane scheduling (the QoS bench's baseline)."""
+
+    def encode(self) -> bytes:
+        return base64.b64encode(pickle.dumps(self)) + b"\n"
+
+    @staticmethod
+    def decode(line: bytes) -> Hello:
+        # the link is a socket pair between a parent and the child it started: trusted
+        return pickle.loads(base64.b64decode(line))
+
+
+class Wire:
+    """Newline-delimited JSON messages both ways over one stream."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter):
+        self.reader = reader
+        self.writer = writer
+
+    def send(self, **message: Any) -> None:
+        if not self.writer.is_closing():
+            self.writer.write(json.dumps(message).encode() + b"\n")
+
+    async def messages(self) -> AsyncIterator[dict[str, Any]]:
+        """Until the other side closes."""
+        while line := await self.reader.readline():
+            with contextlib.suppress(ValueError):
+                yield json.loads(line)
+
+    async def close(self) -> None:
+        self.writer.close()
+        with contextlib.suppress(OSError, ConnectionError):
+            await self.writer.wait_closed()
+
+
+async def _wire(sock: socket.socket) -> Wire:
+    reader, writer = await asyncio.open_unix_connection(sock=sock, limit=2**20)
+    return Wire(reader, writer)
+
+
+class WorkerPeer:
+    """The web process's view of the worker's scheduler (a `LanePeer`)."""
+
+    def __init__(self, wait_for_room: bool):
+        self.wait_for_room = wait_for_room
+        self.deep_running = 0
+        self.wire: Wire | None = None
+        self._ids = itertools.count(1)
+        self._sent: dict[Ticket, int] = {}
+        self._acks: dict[int, asyncio.Future[None]] = {}
+
+    async def chat_started(self, ticket: Ticket) -> None:
+        if self.wire is None:
+            return  # no worker (starting, restarting): nothing of it to preempt
+        key = next(self._ids)
+        self._sent[ticket] = key
+        if not self.wait_for_room:
+            self.wire.send(chat=key, on=True)
+            return
+        ack = asyncio.get_running_loop().create_future()
+        self._acks[key] = ack
+        self.wire.send(chat=key, on=True)
+        try:
+            await asyncio.wait_for(ack, ROOM_WAIT_S)
+        except TimeoutError:
+            log.warning("the job worker made no room for a chat turn within %.0f s", ROOM_WAIT_S)
+        finally:
+            self._acks.pop(key, None)
+
+    def chat_ended(self, ticket: Ticket) -> None:
+        key = self._sent.pop(ticket, None)
+        if key is not None and self.wire is not None:
+            self.wire.send(chat=key, on=False)
+
+    def handle(self, message: dict[str, Any]) -> None:
+        if "ok" in message:
+            ack = self._acks.get(message["ok"])
+            if ack is not None and not ack.done():
+                ack.set_result(None)
+        elif "deep" in message:
+            self.deep_running = int(message["deep"])
+
+    def attach(self, wire: Wire | None) -> None:
+        self.wire = wire
+        if wire is None:  # the worker is gone: so are its requests, and nobody will answer
+            self.deep_running = 0
+            for ack in self._acks.values():
+                if not ack.done():
+                    ack.set_result(None)
+            self._sent.clear()
+
+
+class WorkerProcess:
+    """`assistant worker` as a supervised child of the web process, linked to its scheduler
+    and job queue. `run()` is the supervising task; cancelling it stops the worker, which
+    hands its running jobs back to the queue first."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        scheduler: LaneScheduler,
+        queue: JobQueue,
+        *,
+        embedded: bool,
+        lanes: bool = True,
+        deep_max: int | None = None,
+    ):
+        if deep_max is not None:
+            settings = replace(settings, deep_max_in_flight=deep_max)
+        self.hello = Hello(settings, embedded=embedded, lanes=lanes)
+        self.scheduler = scheduler
+        self.queue = queue
+        self.peer = WorkerPeer(wait_for_room=scheduler.slots is not None)
+        self.proc: asyncio.subprocess.Process | None = None
+        self.starts = 0
+        self.ready = asyncio.Event()
+        """Set while a worker is linked."""
+
+    async def run(self) -> None:
+        self.scheduler.peer = self.peer
+        attempt = 0
+        try:
+            while True:
+                started = time.monotonic()
+                code = await self._once()
+                attempt = 0 if time.monotonic() - started > STEADY_S else attempt + 1
+                delay = RESTART_DELAYS_S[min(attempt, len(RESTART_DELAYS_S) - 1)]
+                log.error("the job worker ended (%s); restarting it in %.1f s", code, delay)
+                await asyncio.sleep(delay)
+        finally:
+            self.scheduler.peer = None
+
+    async def _once(self) -> str:
+        """Start one worker and serve its link until it ends; how it ended."""
+        ours, theirs = socket.socketpair()
+        wire: Wire | None = None
+        try:
+            self.proc = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "assistant.cli", "worker", "--link-fd", str(theirs.fileno()),
+                pass_fds=(theirs.fileno(),),
+            )  # fmt: skip
+            theirs.close()
+            self.starts += 1
+            wire = await _wire(ours)
+            wire.writer.write(self.hello.encode())
+            self.peer.attach(wire)
+            self.ready.set()
+            wakes = asyncio.create_task(self._forward_wakes(wire))
+            try:
+                async for message in wire.messages():
+                    self.peer.handle(message)
+            finally:
+                wakes.cancel()
+                await asyncio.gather(wakes, return_exceptions=True)
+            return _exit(await self.proc.wait())
+        finally:
+            self.ready.clear()
+            self.peer.attach(None)
+            theirs.close()
+            if wire is not None:
+                await wire.close()
+            else:
+                ours.close()
+            await self._reap()
+
+    async def _forward_wakes(self, wire: Wire) -> None:
+        # a job queued in this process starts at once, not at the worker's next poll
+        while True:
+            await self.queue.wake.wait()
+            self.queue.wake.clear()
+            wire.send(wake=1)
+
+    async def _reap(self) -> None:
+        """After the link closed: the worker hands its jobs back and exits; bounded."""
+        proc = self.proc
+        if proc is None or proc.returncode is not None:
+            return
+        try:
+            await asyncio.wait_for(asyncio.shield(proc.wait()), STOP_GRACE_S)
+        except (TimeoutError, asyncio.CancelledError):
+            with contextlib.suppress(ProcessLookupError):
+                proc.kill()
+            await proc.wait()
+            raise
+
+
+def _exit(code: int) -> str:
+    return f"exit code {code}" if code >= 0 else f"killed by {signal.Signals(-code).name}"
+
+
+class ChatMirror:
+    """The worker's copy of the app's chat turns: each holds a chat ticket in this process's
+    scheduler from `on` to `off`, and says `ok` once admitted (room made)."""
+
+    def __init__(self, scheduler: LaneScheduler, wire: Wire):
+        self.scheduler = scheduler
+        self.wire = wire
+        self.turns: dict[int, tuple[asyncio.Task, asyncio.Event]] = {}
+
+    def update(self, key: int, on: bool) -> None:
+        if on:
+            done = asyncio.Event()
+            task = asyncio.create_task(self._hold(key, done), name=f"chat-{key}")
+            self.turns[key] = (task, done)
+            task.add_done_callback(lambda _: self.turns.pop(key, None))
+        elif key in self.turns:
+            task, done = self.turns[key]
+            done.set()
+            task.cancel()  # still waiting for admission: it never needs it now
+
+    async def _hold(self, key: int, done: asyncio.Event) -> None:
+        async with self.scheduler.admit("chat"):
+            self.wire.send(ok=key)
+            await done.wait()
+
+    async def close(self) -> None:
+        tasks = [task for task, _ in self.turns.values()]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
+async def serve_linked(fd: int) -> None:
+    """The linked worker: settings from the app, jobs until the app closes the link."""
+    from assistant.runtime import Runtime
+
+    wire = await _wire(socket.socket(fileno=fd))
+    hello = Hello.decode(await wire.reader.readline())
+    rt = await asyncio.to_thread(Runtime, hello.settings, start_engine=False,
+                                 engine_is_embedded=hello.embedded)  # fmt: skip
+    try:
+        await _serve(rt, wire, hello.lanes)
+    finally:
+        await asyncio.to_thread(rt.close)
+        await wire.close()
+
+
+async def _serve(rt: Runtime, wire: Wire, lanes: bool) -> None:
+    rt.scheduler.enabled = lanes
+    mirror = ChatMirror(rt.scheduler, wire)
+    reported = -1
+
+    def report() -> None:
+        nonlocal reported
+        deep = len(rt.scheduler.running["deep"])
+        if deep != reported:
+            reported = deep
+            wire.send(deep=deep)
+
+    rt.scheduler.on_change = report
+
+    async def follow() -> None:
+        async for message in wire.messages():
+            if "wake" in message:
+                rt.jobs.wake.set()
+            elif "chat" in message:
+                mirror.update(int(message["chat"]), bool(message.get("on")))
+
+    serving = asyncio.create_task(rt.worker().serve(), name="job-worker")
+    following = asyncio.create_task(follow(), name="link")
+    try:
+        # the link closed (the app is stopping, or died) or the worker failed
+        await asyncio.wait({serving, following}, return_when=asyncio.FIRST_COMPLETED)
+        if serving.done() and not serving.cancelled() and serving.exception() is not None:
+            log.error("the job worker stopped: %r", serving.exception())
+    finally:
+        # running jobs are handed back to the queue with their progress
+        for task in (serving, following):
+            task.cancel()
+        await asyncio.gather(serving, following, return_exceptions=True)
+        await mirror.close()
+
+
+async def serve_alone(rt: Runtime) -> None:
+    """`assistant worker` with no app: jobs from the store until SIGINT/SIGTERM."""
+    await rt.worker().serve()
+
+
+def run_worker(settings: Settings, link_fd: int | None) -> int:
+    """`assistant worker`: until the link closes (linked) or a stop signal (alone)."""
+
+    async def main() -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, task.cancel)
+        if link_fd is not None:
+            await serve_linked(link_fd)
+            return
+        from assistant.runtime import Runtime
+
+        with Runtime(settings) as rt:
+            if rt.notice:
+                print(rt.notice, file=sys.stderr)
+            await serve_alone(rt)
+
+    with contextlib.suppress(asyncio.CancelledError):
+        asyncio.run(main())
+    return 0
