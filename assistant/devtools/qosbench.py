@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 from tempfile import TemporaryDirectory
@@ -87,67 +88,88 @@ def _jobs_running(rt: Any) -> bool:
     return any(j.state == "running" for j in rt.store.jobs("bench"))
 
 
-async def _saturated(
-    rt: Any, rounds: int, gap_s: float, deep_streams: int
-) -> tuple[Condition, dict]:
-    """Chat samples while `deep_streams` deep jobs keep the engine busy; and the deep work's
-    total time with those interruptions."""
-    worker = rt.worker()
-    jobs = [rt.jobs.submit("bench", f"Write a long essay, part {i}.") for i in range(deep_streams)]
-    rt.scheduler.deep_max = deep_streams if not rt.scheduler.enabled else rt.scheduler.deep_max
-    serving = asyncio.create_task(worker.serve(poll_s=0.05))
-    start = time.perf_counter()
+@contextlib.asynccontextmanager
+async def _jobs_served(
+    rt: Any, worker: str, *, lanes: bool = True, deep_max: int | None = None
+) -> AsyncIterator[None]:
+    """Queued jobs run while inside: by a worker process linked to `rt` ("process", as
+    `assistant serve` runs them), or on this loop beside the chat turns ("loop", as it did)."""
+    if worker == "loop":
+        rt.scheduler.enabled = lanes
+        rt.scheduler.deep_max = deep_max or rt.scheduler.deep_max
+        serving = asyncio.create_task(rt.worker().serve(poll_s=0.05))
+    else:
+        rt.scheduler.enabled = lanes
+        child = rt.worker_process(lanes=lanes, deep_max=deep_max)
+        serving = asyncio.create_task(child.run())
+        await asyncio.wait_for(child.ready.wait(), 120)
     try:
-        while rt.scheduler.depth()["deep_running"] == 0:
-            await asyncio.sleep(0.05)
-        await asyncio.sleep(0.5)
-        busy: list[bool] = []
-        samples = await _measure(rt, rounds, gap_s, busy)
-        while any(rt.store.job(j.id).state in ("queued", "running") for j in jobs):
-            await asyncio.sleep(0.1)
-        elapsed = time.perf_counter() - start
+        yield
     finally:
         serving.cancel()
         await asyncio.gather(serving, return_exceptions=True)
+        rt.scheduler.enabled = True
+
+
+async def _saturated(
+    rt: Any, rounds: int, gap_s: float, deep_streams: int, worker: str, lanes: bool
+) -> tuple[Condition, dict]:
+    """Chat samples while `deep_streams` deep jobs keep the engine busy; and the deep work's
+    total time with those interruptions."""
+    jobs = [rt.jobs.submit("bench", f"Write a long essay, part {i}.") for i in range(deep_streams)]
+    start = time.perf_counter()
+    async with _jobs_served(rt, worker, lanes=lanes, deep_max=None if lanes else deep_streams):
+        while rt.scheduler.depth()["deep_running"] == 0:
+            await asyncio.sleep(0.05)
+        await asyncio.sleep(0.5)
+        measured = time.monotonic()
+        busy: list[bool] = []
+        samples = await _measure(rt, rounds, gap_s, busy)
+        lag = rt.loop_lag.summary(measured)
+        while any(rt.store.job(j.id).state in ("queued", "running") for j in jobs):
+            await asyncio.sleep(0.1)
+        elapsed = time.perf_counter() - start
     finished = [rt.store.job(j.id) for j in jobs]
     return samples, {
         "samples_with_deep_running": sum(busy),
         "deep_total_s": round(elapsed, 2),
-        "deep_states": [j.state for j in finished],
+        "deep_states": sorted({j.state for j in finished}),
         "deep_errors": sorted({j.error for j in finished if j.error}),
+        "loop_lag": lag,
     }
 
 
-async def _deep_alone(rt: Any, deep_streams: int) -> float:
-    worker = rt.worker()
+async def _deep_alone(rt: Any, deep_streams: int, worker: str) -> float:
     jobs = [rt.jobs.submit("bench", f"Write a long essay, part {i}.") for i in range(deep_streams)]
-    serving = asyncio.create_task(worker.serve(poll_s=0.05))
     start = time.perf_counter()
-    try:
+    async with _jobs_served(rt, worker):
         while any(rt.store.job(j.id).state in ("queued", "running") for j in jobs):
             await asyncio.sleep(0.1)
-    finally:
-        serving.cancel()
-        await asyncio.gather(serving, return_exceptions=True)
     return time.perf_counter() - start
 
 
-async def _qos_conditions(rt: Any, rounds: int, gap_s: float, deep: int) -> dict[str, Any]:
+async def _qos_conditions(
+    rt: Any, rounds: int, gap_s: float, deep: int, worker: str
+) -> dict[str, Any]:
     """All conditions in one event loop: the scheduler's primitives belong to it."""
-    results: dict[str, Any] = {}
-    # one unmeasured request first: a fresh engine's first prefill (the embedded one reads
-    # its whole prompt opening cold, ~3 s) is start-up, not the idle latency people get
-    await _chat_ttft(rt, "Hello!", None)
-    results["idle"] = (await _measure(rt, rounds, gap_s)).summary()
-    alone = await _deep_alone(rt, deep)
-    for enabled in (True, False):
-        rt.scheduler.enabled = enabled
-        before = rt.scheduler.stats["deep"].preemptions
-        samples, extra = await _saturated(rt, rounds, gap_s, deep)
-        extra["preemptions"] = rt.scheduler.stats["deep"].preemptions - before
-        key = "saturated_scheduler_on" if enabled else "saturated_scheduler_off"
-        results[key] = samples.summary() | extra
-    results["deep_alone_s"] = round(alone, 2)
+    results: dict[str, Any] = {"worker": worker}
+    sampling = asyncio.create_task(rt.loop_lag.run())
+    try:
+        # one unmeasured request first: a fresh engine's first prefill (the embedded one reads
+        # its whole prompt opening cold, ~3 s) is start-up, not the idle latency people get
+        await _chat_ttft(rt, "Hello!", None)
+        measured = time.monotonic()
+        results["idle"] = (await _measure(rt, rounds, gap_s)).summary()
+        results["idle"]["loop_lag"] = rt.loop_lag.summary(measured)
+        alone = await _deep_alone(rt, deep, worker)
+        for enabled in (True, False):
+            samples, extra = await _saturated(rt, rounds, gap_s, deep, worker, enabled)
+            key = "saturated_scheduler_on" if enabled else "saturated_scheduler_off"
+            results[key] = samples.summary() | extra
+        results["deep_alone_s"] = round(alone, 2)
+    finally:
+        sampling.cancel()
+        await asyncio.gather(sampling, return_exceptions=True)
     return results
 
 
@@ -168,14 +190,16 @@ def verdict(idle: dict, on: dict, rounds: int) -> dict[str, Any]:
     }
 
 
-def _qos_on(settings: Settings, label: str, rounds: int, gap_s: float, deep: int) -> dict:
+def _qos_on(
+    settings: Settings, label: str, rounds: int, gap_s: float, deep: int, worker: str = "process"
+) -> dict:
     from assistant.runtime import Runtime
 
     with TemporaryDirectory() as tmp:
         s = replace(settings, data_dir=Path(tmp), max_jobs_per_user=10_000)
         with Runtime(s) as rt:
             results: dict[str, Any] = {"engine": label}
-            results |= asyncio.run(_qos_conditions(rt, rounds, gap_s, deep))
+            results |= asyncio.run(_qos_conditions(rt, rounds, gap_s, deep, worker))
             on = results["saturated_scheduler_on"]
             results["preemption_cost_s"] = round(on["deep_total_s"] - results["deep_alone_s"], 2)
             results |= verdict(results["idle"], on, rounds)

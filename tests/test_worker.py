@@ -1,0 +1,136 @@
+"""Delegated jobs in a worker process of their own (`assistant.worker`): the app's loop reads
+only the store, the worker follows the app's lanes over its link, dies with the app and is
+restarted when it dies alone."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import time
+
+import pytest
+
+from assistant.engine.lanes import LaneScheduler
+from assistant.runtime import Runtime
+from assistant.worker import ChatMirror, WorkerPeer
+from tests.conftest import sim_settings
+from tests.simengine_proc import run_simengine, sim_requests
+from tests.waiting import until
+
+pytestmark = pytest.mark.process
+
+
+async def _served(rt: Runtime):
+    child = rt.worker_process()
+    task = asyncio.create_task(child.run())
+    await until(lambda: child.ready.is_set(), 120, "the worker process to link")
+    return child, task
+
+
+async def _stop(task: asyncio.Task) -> None:
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+
+
+async def test_a_job_runs_in_the_worker_process_with_batched_chunks(settings):
+    # tokens slow enough that the job is seen running before it ends
+    with (
+        run_simengine("--token-ms", "10", "--kind", "vllm") as sim_url,
+        Runtime(sim_settings(settings, sim_url)) as rt,
+    ):
+        child, task = await _served(rt)
+        try:
+            job = rt.jobs.submit("ann", "Summarize the history of tea.")
+            # the app's loop ran no job: the worker process did (its pid holds the lease)
+            await until(lambda: rt.store.job(job.id).state == "running", 30, "a claim")
+            row = rt.store.db.execute("SELECT lease_owner FROM jobs WHERE id=?", (job.id,))
+            assert f":{child.proc.pid}:" in row.fetchone()[0]
+            done = await until(
+                lambda: (j := rt.store.job(job.id)).state == "done" and j, 60, "the job to end"
+            )
+        finally:
+            await _stop(task)
+        body = sim_requests(sim_url)[-1]["body"]
+    assert done.result and done.answer_tokens + done.reasoning_tokens > 16
+    # the deep lane asks for batched chunks and the engine's running count of tokens
+    assert body["stream_interval"] == settings.deep.stream_interval > 1
+    assert body["stream_options"]["continuous_usage_stats"] is True
+
+
+async def test_the_worker_counts_in_the_apps_depth_and_stops_with_it(settings):
+    with run_simengine("--token-ms", "50", "--kind", "vllm") as slow:
+        with Runtime(sim_settings(settings, slow)) as rt:
+            child, task = await _served(rt)
+            job = rt.jobs.submit("ann", "a slow task")
+            await until(lambda: rt.scheduler.depth()["deep_running"] == 1, 30, "deep running")
+            pid = child.proc.pid
+            await _stop(task)
+            # the worker handed the job back to the queue, with its progress, and ended
+            assert rt.store.job(job.id).state == "queued"
+            assert child.proc.returncode is not None
+            assert rt.scheduler.depth()["deep_running"] == 0
+            with pytest.raises(ProcessLookupError):
+                os.kill(pid, 0)
+
+
+async def test_a_worker_that_dies_alone_is_restarted_and_its_job_resumes(settings):
+    with run_simengine("--token-ms", "20", "--kind", "vllm") as slow:
+        with Runtime(sim_settings(settings, slow)) as rt:
+            child, task = await _served(rt)
+            try:
+                job = rt.jobs.submit("ann", "a task that outlives its worker")
+                await until(
+                    lambda: rt.store.job(job.id).reasoning_tokens > 0, 30, "progress stored"
+                )
+                child.proc.send_signal(signal.SIGKILL)
+                await until(lambda: child.starts == 2 and child.ready.is_set(), 60, "a restart")
+                done = await until(
+                    lambda: (j := rt.store.job(job.id)).state == "done" and j, 120, "the job"
+                )
+            finally:
+                await _stop(task)
+    assert done.result
+
+
+async def test_a_chat_turn_in_the_app_preempts_the_workers_deep_request():
+    """On a one-slot engine: the worker's mirror of the app's chat turn takes the slot, so
+    its deep request yields first and waits until the turn ends."""
+    worker_side = LaneScheduler(deep_max_in_flight=1, slots=1)
+    app_side = LaneScheduler(deep_max_in_flight=1, slots=1)
+    sent: list[dict] = []
+
+    class Loopback:
+        """The link, in one process: each side's messages go straight to the other."""
+
+        def __init__(self, deliver):
+            self.deliver = deliver
+
+        def send(self, **message):
+            sent.append(message)
+            asyncio.get_running_loop().call_soon(self.deliver, message)
+
+    peer = WorkerPeer(wait_for_room=True)
+    mirror = ChatMirror(worker_side, Loopback(peer.handle))  # type: ignore[arg-type]
+    peer.wire = Loopback(lambda m: mirror.update(m["chat"], m["on"]))  # type: ignore[assignment]
+    app_side.peer = peer
+    async with worker_side.admit("deep") as deep:
+        assert not deep.preempted.is_set()
+        entered = asyncio.Event()
+
+        async def chat() -> None:
+            async with app_side.admit("chat"):
+                entered.set()
+                await asyncio.sleep(0.05)
+
+        turn = asyncio.create_task(chat())
+        await until(lambda: deep.preempted.is_set(), 5, "the deep request to be asked to yield")
+        assert not entered.is_set(), "the chat turn went ahead while the deep request held the slot"
+    # the deep request let go: now the chat turn has the slot
+    await asyncio.wait_for(entered.wait(), 5)
+    started = time.monotonic()
+    async with worker_side.admit("deep"):  # deep work waits for the chat turn to end
+        assert turn.done() and time.monotonic() - started > 0.0
+    await turn
+    assert [m.get("on") for m in sent if "chat" in m] == [True, False]
+    await mirror.close()
