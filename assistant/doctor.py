@@ -49,14 +49,25 @@ SATURATED = (
 )
 
 
-async def _timed(engine: Engine, lane, messages, **kw) -> tuple[float, float | None, Reply]:
-    """Total ms, time to first token (ms, None without a token) and the reply."""
+@dataclass
+class Timed:
+    """One probe request: total ms, time to first token (ms, None without a token), the
+    reply, and how many chunks brought text."""
+
+    total_ms: float
+    ttft_ms: float | None
+    reply: Reply
+    chunks: int
+
+
+async def _timed(engine: Engine, lane, messages, **kw) -> Timed:
     fold = Fold()
     start = now_ms()
+    chunks = 0
     async with contextlib.aclosing(folded(engine.stream(messages, lane, **kw), fold)) as events:
-        async for _ in events:
-            pass
-    return now_ms() - start, fold.ttft_ms, fold.reply
+        async for ev in events:
+            chunks += ev.kind in ("reasoning", "content")
+    return Timed(now_ms() - start, fold.ttft_ms, fold.reply, chunks)
 
 
 async def _checks(rt: Runtime) -> list[Check]:
@@ -88,13 +99,16 @@ async def _checks(rt: Runtime) -> list[Check]:
         # latency first, on the engine as the user has it: the priority probe below fills the
         # engine itself. The first request warms the engine and tells whether it is saturated;
         # if it gets no token, every later probe would wait as long, so the report ends there
-        _, first, _ = await _timed(engine, probe_lane, ask, thinking=False)
+        first = (await _timed(engine, probe_lane, ask, thinking=False)).ttft_ms
         if first is None:
             checks.append(_latency_check(None, None, None))
             checks.append(Check("other checks", None, SATURATED))
             return checks
-        plain_ms, plain_ttft, plain = await _timed(engine, probe_lane, ask, thinking=False)
-        think_ms, _, thought = await _timed(engine, think_lane, ask, thinking=True)
+        plain_probe = await _timed(engine, probe_lane, ask, thinking=False)
+        think = await _timed(engine, think_lane, ask, thinking=True)
+        plain_ms, plain_ttft, plain = plain_probe.total_ms, plain_probe.ttft_ms, plain_probe.reply
+        think_ms, thought = think.total_ms, think.reply
+        checks.append(_batching_check(engine, think, think_lane.stream_interval))
         checks.append(await _tools_check(engine, ask, probe_lane))
         checks.append(await _priority_check(rt))
     except AssistantError as e:
@@ -123,6 +137,24 @@ async def _checks(rt: Runtime) -> list[Check]:
     checks.append(_latency_check(plain_ms, plain_ttft, think_ms))
     checks.append(await _prefix_check(rt, probe_lane))
     return checks
+
+
+def _batching_check(engine: Engine, think: Timed, interval: int) -> Check:
+    """Whether the deep lane's chunks come batched (vLLM's per-request `stream_interval`): a
+    job's thousands of one-token chunks would each cost the worker a parse."""
+    name = "batched deep chunks"
+    if not engine.profile.batching or interval <= 1:
+        return Check(name, None, f"{engine.kind}: the deep lane streams a chunk per token")
+    if not engine.batching_ok:
+        return Check(name, False, "the engine refused stream_interval (vLLM before 0.32?): "
+                     "the deep lane streams a chunk per token")  # fmt: skip
+    tokens = think.reply.reasoning_tokens + think.reply.content_tokens
+    per_chunk = tokens / think.chunks if think.chunks else 0.0
+    return Check(
+        name,
+        per_chunk > 1.5 or tokens < 2 * interval,
+        f"stream_interval {interval} accepted: {tokens} tokens came in {think.chunks} chunks",
+    )
 
 
 async def _tools_check(engine: Engine, ask: list[Message], lane) -> Check:

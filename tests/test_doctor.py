@@ -74,6 +74,8 @@ def test_doctor_on_vllm_without_priority_policy(tmp_path):
     assert checks["thinking off"]["ok"] is True
     assert "ms" in checks["latency"]["detail"]
     assert checks["prefix cache"]["ok"] is True
+    assert checks["batched deep chunks"]["ok"] is True
+    assert "stream_interval 16 accepted" in checks["batched deep chunks"]["detail"]
 
 
 def test_doctor_with_priority_policy(tmp_path):

@@ -8,6 +8,7 @@ import time
 import pytest
 
 from assistant.engine.client import CUT, STALLED, Engine, build_client
+from assistant.engine.fold import Fold, folded
 from assistant.errors import EngineError, EngineUnavailable
 from assistant.records import Message
 from tests.conftest import sim_engine, sim_settings
@@ -37,6 +38,23 @@ async def test_vllm_lanes_send_priority_effort_and_thinking(sim_url, settings):
     assert d["priority"] == 10 and d["reasoning_effort"] == "high"
     assert d["chat_template_kwargs"] == {"enable_thinking": True}
     assert 30000 < d["max_tokens"] <= 32768  # the 32k budget, fitted to the context
+    # only the deep lane batches its chunks: chat keeps every token as it comes
+    assert "stream_interval" not in c and d["stream_interval"] == s.deep.stream_interval
+    assert d["stream_options"] == {"include_usage": True, "continuous_usage_stats": True}
+
+
+async def test_a_batched_deep_stream_counts_every_token_in_few_chunks(sim_url, settings):
+    s = sim_settings(settings, sim_url)
+    chunks = 0
+    fold = Fold()
+    stream = folded(sim_engine(sim_url).stream(ASK, s.deep), fold)
+    async for ev in stream:
+        chunks += ev.kind in ("reasoning", "content")
+    reply = fold.reply
+    # per kind, the tokens add up to the engine's own count, carried on the batched chunks
+    assert reply.reasoning_tokens + reply.content_tokens == fold.usage_tokens > 32
+    assert reply.reasoning_tokens > 16 and reply.content_tokens > 1
+    assert chunks <= fold.usage_tokens / 8
 
 
 async def test_old_reasoning_content_field_is_read(settings):

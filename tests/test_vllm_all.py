@@ -47,6 +47,7 @@ def test_doctor_confirms_every_recommended_flag(server, tmp_path):
         "thinking off",
         "latency",
         "prefix cache",
+        "batched deep chunks",
     ):
         assert checks[name]["ok"] is True, checks[name]
     assert "overtook" in checks["priority"]["detail"]

@@ -164,6 +164,17 @@ def _shape(chunks: list[dict]) -> dict:
     }
 
 
+def _batching(chunks: list[dict]) -> dict:
+    """How a stream's tokens were batched, from the running count on each chunk."""
+    counts = [c["usage"]["completion_tokens"] for c in chunks if c.get("usage")]
+    steps = [b - a for a, b in zip(counts, counts[1:], strict=False) if b > a]
+    return {
+        "usage_on_every_chunk": len(counts) == len(chunks),
+        "first_token_alone": bool(steps) and steps[0] == 1,
+        "largest_chunk": max(steps, default=0),
+    }
+
+
 @pytest.fixture(scope="module")
 def sim():
     # FCFS, no tool parser, a template that thinks by default: like the plain server's model
@@ -192,6 +203,20 @@ def test_the_simulator_agrees_with_vllm_where_both_apply(server, sim):
         assert _shape(real[1]) == _shape(simulated[1]), name
     plain = {"model": "tiny", "messages": ask, "stream": True, "max_tokens": 2000}
     assert _shape(_sse(server.url, plain)[1])["text_keys"] == ["content", "reasoning"]
+    # the deep lane's batched chunks: the first token at once, then `stream_interval` tokens a
+    # chunk, and the running token count on every chunk
+    batched = plain | {"stream_interval": 16, "chat_template_kwargs": {"enable_thinking": True}}
+    batched["stream_options"] = {"include_usage": True, "continuous_usage_stats": True}
+    real, simulated = _sse(server.url, batched), _sse(sim, batched)
+    assert real[0] == simulated[0] == 200, (real, simulated)
+    assert _shape(real[1]) == _shape(simulated[1])
+    assert _batching(real[1]) == _batching(simulated[1]) == {
+        "usage_on_every_chunk": True,
+        "first_token_alone": True,
+        "largest_chunk": 16,
+    }
+    refused = [_sse(url, batched | {"stream_interval": 0})[0] for url in (server.url, sim)]
+    assert refused == [400, 400]
     real_models = httpx.get(server.url + "/models").json()["data"][0]
     sim_models = httpx.get(sim + "/models").json()["data"][0]
     needed = {"id", "object", "created", "owned_by", "root", "parent", "max_model_len"}
