@@ -3,6 +3,7 @@ users run. Every chat turn must work on it, and the doctor must say what is miss
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Iterator
 
@@ -167,7 +168,7 @@ def _shape(chunks: list[dict]) -> dict:
 def _batching(chunks: list[dict]) -> dict:
     """How a stream's tokens were batched, from the running count on each chunk."""
     counts = [c["usage"]["completion_tokens"] for c in chunks if c.get("usage")]
-    steps = [b - a for a, b in zip(counts, counts[1:], strict=False) if b > a]
+    steps = [b - a for a, b in itertools.pairwise(counts) if b > a]
     return {
         "usage_on_every_chunk": len(counts) == len(chunks),
         "first_token_alone": bool(steps) and steps[0] == 1,
