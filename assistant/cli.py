@@ -196,6 +196,7 @@ def cmd_bench(args: argparse.Namespace, settings: Settings) -> int:
         api=args.api,
         soak=args.soak,
         audio_dir=args.audio,
+        scale=args.scale,
     )
 
 
@@ -278,6 +279,11 @@ def parser() -> argparse.ArgumentParser:
         "--vllm",
         action="store_true",
         help="qos: on real vLLM servers (FCFS and priority; needs scripts/setup_vllm.sh)",
+    )
+    s.add_argument(
+        "--scale",
+        action="store_true",
+        help="qos: chat p95 for 4/16/64 deep jobs at 50 and 600 tokens/s, before and after",
     )
     s.add_argument(
         "--api",

@@ -20,8 +20,13 @@ def run_bench(
     api: str = "gradio",
     soak: int = 0,
     audio_dir: str | None = None,
+    scale: bool = False,
 ) -> int:
-    if which == "qos" and vllm:
+    if which == "qos" and scale:
+        from assistant.devtools.qosscale import bench_qos_scale
+
+        result = bench_qos_scale(settings, rounds)
+    elif which == "qos" and vllm:
         from assistant.devtools.qosbench_vllm import bench_qos_vllm
 
         result = bench_qos_vllm(settings, rounds)

@@ -294,11 +294,14 @@ class SimEngine:
                         return
                     await asyncio.sleep(cfg.stall_s)  # cancelled when the client gives up
                 if token is None:
+                    await self._sleep(seq, next_t - time.monotonic())  # the last token's time
                     await flush()
                     break
                 # An absolute schedule keeps long answers at the set speed.
                 next_t += cfg.token_ms * (1 + cfg.busy_slowdown * (self.slots.running - 1)) / 1e3
-                await self._sleep(seq, next_t - time.monotonic())
+                # inside a batch nothing is sent: the time is slept once, before its chunk
+                if sent == 0 or generated + 1 - sent >= interval:
+                    await self._sleep(seq, next_t - time.monotonic())
                 seq.tokens += 1
                 generated += 1
                 self.counters["gen"] += 1
