@@ -41,6 +41,21 @@ def test_children_finds_a_child_process() -> None:
         child.wait()
 
 
+def test_the_apps_children_are_told_apart_by_what_they_run() -> None:
+    """The job worker's CPU counts as the app's; the engine's is read apart."""
+    sleep = "import time; time.sleep(30)"
+    worker = subprocess.Popen([sys.executable, "-c", sleep, "-m", "assistant.cli", "worker"])
+    engine = subprocess.Popen([sys.executable, "-c", sleep, "-m", "llama_cpp.server"])
+    try:
+        named = idlebench.named_children(os.getpid())
+        # (the engine may be another child this test run started: only never the worker)
+        assert named["worker"] == worker.pid and named["engine"] != worker.pid
+    finally:
+        for p in (worker, engine):
+            p.kill()
+            p.wait()
+
+
 def test_summaries_carry_their_n() -> None:
     assert idlebench.summarize([3.0, 1.0, 2.0]) == {"n": 3, "p50": 2.0, "max": 3.0, "mean": 2.0}
     assert idlebench.summarize([])["n"] == 0

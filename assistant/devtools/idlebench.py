@@ -43,6 +43,18 @@ def children(pid: int) -> list[int]:
     return found
 
 
+def named_children(pid: int) -> dict[str, int]:
+    """The app's children by what they run: the job worker and the embedded engine."""
+    named = {}
+    for child in children(pid):
+        try:
+            cmd = Path(f"/proc/{child}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        named["worker" if " worker" in cmd and "assistant" in cmd else "engine"] = child
+    return named
+
+
 def settle(pid: int, started: float, budget_s: float = 180.0) -> float:
     """Wait for the end of start-up work; seconds it took after START_S."""
     deadline = time.monotonic() + budget_s
@@ -112,8 +124,7 @@ def bench_idle(settings: Settings, rounds: int | None) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp, app_process(Path(tmp)) as (url, pid):
         started = time.monotonic()
         out["settled_after_s"] = round(settle(pid, started), 1)
-        engine = children(pid)
-        pids = {"app": pid, **({"engine": engine[0]} if engine else {})}
+        pids = {"app": pid, **named_children(pid)}
         phases = {"no_page": windows(pids, n, WINDOW_S)}
         if CHROMIUM.exists():
             with page_open(url):
@@ -122,13 +133,18 @@ def bench_idle(settings: Settings, rounds: int | None) -> dict[str, Any]:
             out["one_page_skipped"] = f"no browser at {CHROMIUM}"
         out["app_rss_mb"] = round(rss_mb(pid))
     for phase, samples in phases.items():
-        app, limit = summarize(samples["app"]), TARGETS[phase]
+        limit = TARGETS[phase]
+        # the app is its web process and its job worker together: both idle at once
+        worker = samples.get("worker") or [0.0] * len(samples["app"])
+        app = summarize([a + w for a, w in zip(samples["app"], worker, strict=True)])
         out[phase] = {"app_cpu_ms_per_s": app}
-        if "engine" in samples:
-            out[phase]["engine_cpu_ms_per_s"] = summarize(samples["engine"])
+        for part in ("worker", "engine"):
+            if part in samples:
+                out[phase][f"{part}_cpu_ms_per_s"] = summarize(samples[part])
         out[phase]["target"] = {
             "limit_ms_per_s": limit,
-            "rule": f"app CPU p50 over {n} windows of {WINDOW_S:g} s <= {limit:g} ms/s",
+            "rule": f"app CPU (web process and job worker) p50 over {n} windows of "
+            f"{WINDOW_S:g} s <= {limit:g} ms/s",
             "ok": app["p50"] <= limit,
         }
     return out
