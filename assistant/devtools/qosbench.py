@@ -207,18 +207,18 @@ def _qos_on(
 
 
 def bench_qos(settings: Settings, rounds: int | None) -> dict:
-    rounds = rounds or 12
+    rounds = rounds or 24  # a p95 of fewer samples is decided by one or two of them
     out: dict[str, Any] = {"bench": "qos", "rounds": rounds}
-    # a FIFO engine with 4 slots, 150 ms prefill + 0.5 ms per prompt token, 20 ms per token;
-    # deep work reasons 1,500 tokens first (about 30 s a job), so it outlasts the chat turns
-    # (150 words each, thinking off) measured beside it
+    # a FIFO engine with 64 slots, 150 ms prefill + 0.5 ms per prompt token, 20 ms per token;
+    # 32 deep jobs in flight at once, each reasoning 3,000 tokens first (about a minute), so
+    # they outlast the chat turns (40 words each, thinking off) measured beside them
     with simulated_engine(
-        "--slots", "4", "--prefill-ms", "150", "--prefill-ms-per-token", "0.5",
-        "--token-ms", "20", "--answer-words", "150", "--reasoning-tokens", "1500",
+        "--slots", "64", "--prefill-ms", "150", "--prefill-ms-per-token", "0.5",
+        "--token-ms", "20", "--answer-words", "40", "--reasoning-tokens", "3000",
         "--kind", "vllm",
     ) as url:  # fmt: skip
-        sim = replace(settings, engine_url=url, engine_kind="vllm", deep_max_in_flight=None)
-        out["simulated_fifo_4_slots"] = _qos_on(sim, "simulated FIFO, 4 slots", rounds, 0.2, 6)
+        sim = replace(settings, engine_url=url, engine_kind="vllm", deep_max_in_flight=32)
+        out["simulated_fifo_64_slots"] = _qos_on(sim, "simulated FIFO, 64 slots", rounds, 0.2, 32)
     embedded = replace(
         settings,
         engine_url=None,

@@ -20,12 +20,13 @@ from assistant.devtools.vllm_server import FLAGS, run_vllm
 from assistant.settings import Settings
 
 MAX_NUM_SEQS = 4
-DEEP_JOBS = 16
-"""Enough that, with the scheduler off, a queue forms at the engine behind its 4 sequences."""
+DEEP_JOBS = 40
+"""Enough that, with the scheduler off, a queue forms at the engine behind its 4 sequences, and
+that deep work runs through every one of 24 chat samples (16 ran out before the last ones)."""
 
 
 def bench_qos_vllm(settings: Settings, rounds: int | None) -> dict:
-    rounds = rounds or 12
+    rounds = rounds or 24  # a p95 of fewer samples is decided by one or two of them
     out: dict[str, Any] = {"bench": "qos", "engine": "vllm", "rounds": rounds}
     out["max_num_seqs"] = MAX_NUM_SEQS
     with tempfile.TemporaryDirectory(prefix="assistant-vllm-") as scratch:
