@@ -7,7 +7,10 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -16,7 +19,7 @@ from assistant.runtime import Runtime
 from assistant.worker import ChatMirror, WorkerPeer
 from tests.conftest import sim_settings
 from tests.simengine_proc import run_simengine, sim_requests
-from tests.waiting import until
+from tests.waiting import until, wait_until
 
 pytestmark = pytest.mark.process
 
@@ -138,3 +141,48 @@ async def test_a_chat_turn_in_the_app_preempts_the_workers_deep_request():
     await turn
     assert [m.get("on") for m in sent if "chat" in m] == [True, False]
     await mirror.close()
+
+
+APP = """
+import asyncio, sys
+from assistant.runtime import Runtime
+from assistant.settings import load_settings
+from tests.conftest import sim_settings
+
+async def main():
+    s = sim_settings(load_settings(env={"ASSISTANT_DATA_DIR": sys.argv[1]}), sys.argv[2])
+    with Runtime(s) as rt:
+        child = rt.worker_process()
+        task = asyncio.create_task(child.run())
+        await child.ready.wait()
+        print(child.proc.pid, flush=True)
+        await task
+
+asyncio.run(main())
+"""
+
+
+def test_the_worker_ends_when_the_app_is_killed(sim_url, tmp_path):
+    """`kill -9` of the app: the worker sees its link close and ends (no orphan left)."""
+    app = subprocess.Popen(
+        [sys.executable, "-c", APP, str(tmp_path), sim_url],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=Path(__file__).resolve().parent.parent,
+    )
+    try:
+        assert app.stdout is not None
+        worker = int(app.stdout.readline())
+        app.kill()
+        app.wait()
+        wait_until(lambda: not _alive(worker), 30, "the worker to end with the app")
+    finally:
+        app.kill()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
