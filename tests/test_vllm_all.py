@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 from collections.abc import Iterator
 
 import openai
@@ -15,10 +16,12 @@ from assistant.devtools.vllm_server import VllmServer
 from assistant.engine.client import Engine, build_client
 from assistant.records import Message
 from assistant.routing.router import DELEGATE_TOOL
+from assistant.store.db import Store
 from tests.app_proc import CLI_SERVE, run_app
 from tests.conftest import sim_settings
 from tests.test_cli import run
 from tests.vllm_proc import metrics, vllm, wait_running
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -117,6 +120,24 @@ def test_cancelling_a_running_job_in_the_app_closes_its_request(server, tmp_path
         job_id = queued["id"]
         busy = wait_running(server, lambda m: (m.running or 0) >= 1)
         assert busy.running >= 1
+
+        def tokens() -> int:
+            job = _json(run(["jobs", "show", job_id, "--json"], app.data_dir, server.url))
+            return job["reasoning_tokens"] + job["answer_tokens"]
+
+        # the app's job worker process runs it, and its progress reaches the store as it goes
+        # (every second, in chunks vLLM batched for it)
+        first = wait_until(tokens, 60, "the job's progress to be stored")
+        wait_until(lambda: tokens() > first, 30, "the job's progress to grow")
+        store = Store(app.data_dir / "assistant.db")
+        try:
+            (owner,) = store.db.execute(
+                "SELECT lease_owner FROM jobs WHERE id=?", (job_id,)
+            ).fetchone()
+        finally:
+            store.close()
+        worker_pid = int(owner.split(":")[1])
+        assert worker_pid != app.proc.pid and os.getsid(worker_pid) == worker_pid
         out = _json(run(["jobs", "cancel", job_id, "--json"], app.data_dir, server.url))
         assert out["cancelled"] is True
         idle = wait_running(server, lambda m: (m.running or 0) == 0)
