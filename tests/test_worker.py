@@ -71,7 +71,7 @@ async def test_the_worker_counts_in_the_apps_depth_and_stops_with_it(settings):
             # a session (so a scheduling group) of its own, niced: when the cores are short,
             # the deep lane waits and the chat lane does not
             assert os.getsid(pid) == pid
-            assert int(open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[16]) >= 10
+            assert int(_stat(pid)[16]) >= 10  # its nice value
             await _stop(task)
             # the worker handed the job back to the queue, with its progress, and ended
             assert rt.store.job(job.id).state == "queued"
@@ -180,9 +180,13 @@ def test_the_worker_ends_when_the_app_is_killed(sim_url, tmp_path):
         app.kill()
 
 
+def _stat(pid: int) -> list[str]:
+    """The fields of /proc/PID/stat after the command name (state first, nice at 16)."""
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+
+
 def _alive(pid: int) -> bool:
     try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        return _stat(pid)[0] != "Z"
     except OSError:
         return False
-    return state != "Z"
