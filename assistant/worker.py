@@ -10,8 +10,8 @@ carries progress, so the web process only reads it.
 One socket joins the two processes (`Wire`, newline-delimited JSON):
 - app -> worker: `{"wake": 1}` a job was queued or retried; `{"chat": id, "on": bool}` a chat
   turn was admitted or ended;
-- worker -> app: `{"ok": id}` room was made for that chat turn; `{"deep": n}` deep requests at
-  the engine.
+- worker -> app: `{"ok": id}` room was made for that chat turn; `{"deep": n, "preempted": k}`
+  deep requests at the engine, and how many times deep work yielded so far.
 The worker mirrors each chat turn in its own `LaneScheduler`, so on a one-slot engine a chat turn
 preempts deep work and holds it back exactly as it did when both shared a loop; the app waits
 for the `ok` there (bounded) before its chat request goes out.
@@ -111,6 +111,8 @@ class WorkerPeer:
     def __init__(self, wait_for_room: bool):
         self.wait_for_room = wait_for_room
         self.deep_running = 0
+        self.preemptions = 0
+        """Deep requests the worker stopped or saw cut to make room, as it last said."""
         self.wire: Wire | None = None
         self._ids = itertools.count(1)
         self._sent: dict[Ticket, int] = {}
@@ -146,6 +148,7 @@ class WorkerPeer:
                 ack.set_result(None)
         elif "deep" in message:
             self.deep_running = int(message["deep"])
+            self.preemptions = int(message.get("preempted", self.preemptions))
 
     def attach(self, wire: Wire | None) -> None:
         self.wire = wire
@@ -307,14 +310,14 @@ async def serve_linked(fd: int) -> None:
 async def _serve(rt: Runtime, wire: Wire, lanes: bool) -> None:
     rt.scheduler.enabled = lanes
     mirror = ChatMirror(rt.scheduler, wire)
-    reported = -1
+    reported = (-1, -1)
 
     def report() -> None:
         nonlocal reported
-        deep = len(rt.scheduler.running["deep"])
-        if deep != reported:
-            reported = deep
-            wire.send(deep=deep)
+        now = (len(rt.scheduler.running["deep"]), rt.scheduler.stats["deep"].preemptions)
+        if now != reported:
+            reported = now
+            wire.send(deep=now[0], preempted=now[1])
 
     rt.scheduler.on_change = report
 

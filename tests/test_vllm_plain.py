@@ -211,11 +211,15 @@ def test_the_simulator_agrees_with_vllm_where_both_apply(server, sim):
     real, simulated = _sse(server.url, batched), _sse(sim, batched)
     assert real[0] == simulated[0] == 200, (real, simulated)
     assert _shape(real[1]) == _shape(simulated[1])
-    assert _batching(real[1]) == _batching(simulated[1]) == {
-        "usage_on_every_chunk": True,
-        "first_token_alone": True,
-        "largest_chunk": 16,
-    }
+    assert (
+        _batching(real[1])
+        == _batching(simulated[1])
+        == {
+            "usage_on_every_chunk": True,
+            "first_token_alone": True,
+            "largest_chunk": 16,
+        }
+    )
     refused = [_sse(url, batched | {"stream_interval": 0})[0] for url in (server.url, sim)]
     assert refused == [400, 400]
     real_models = httpx.get(server.url + "/models").json()["data"][0]
