@@ -6,7 +6,7 @@ import contextlib
 import functools
 import logging
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import httpx
 
@@ -23,9 +23,6 @@ from assistant.turns.chat import ChatService
 from assistant.turns.conversations import Conversations
 from assistant.turns.pipeline import Pipeline
 from assistant.turns.prompt import Prompts, Transcript
-
-if TYPE_CHECKING:
-    from assistant.worker import WorkerProcess
 
 log = logging.getLogger(__name__)
 
@@ -176,26 +173,6 @@ class Runtime:
             prompts=self.prompts,
             queue=self.jobs,
             settings=self.settings,
-        )
-
-    def worker_process(self, *, lanes: bool = True, deep_max: int | None = None) -> WorkerProcess:
-        """The job worker as a child process linked to this runtime's lanes and queue, on this
-        runtime's engine (the embedded one too: the child attaches to it, never starts one)."""
-        from assistant.worker import WorkerProcess
-
-        settings = replace(
-            self.settings,
-            engine_url=self.base_url,
-            engine_kind=self.info.kind,
-            model=self.engine.model or self.settings.model,
-        )
-        return WorkerProcess(
-            settings,
-            self.scheduler,
-            self.jobs,
-            embedded=self.embedded is not None,
-            lanes=lanes,
-            deep_max=deep_max,
         )
 
     def close(self) -> None:

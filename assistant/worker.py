@@ -256,6 +256,27 @@ class WorkerProcess:
             raise
 
 
+def worker_process(
+    rt: Runtime, *, lanes: bool = True, deep_max: int | None = None
+) -> WorkerProcess:
+    """The job worker as a child process linked to `rt`'s lanes and queue, on `rt`'s engine
+    (the embedded one too: the child attaches to it, never starts one)."""
+    settings = replace(
+        rt.settings,
+        engine_url=rt.base_url,
+        engine_kind=rt.info.kind,
+        model=rt.engine.model or rt.settings.model,
+    )
+    return WorkerProcess(
+        settings,
+        rt.scheduler,
+        rt.jobs,
+        embedded=rt.embedded is not None,
+        lanes=lanes,
+        deep_max=deep_max,
+    )
+
+
 def _exit(code: int) -> str:
     return f"exit code {code}" if code >= 0 else f"killed by {signal.Signals(-code).name}"
 

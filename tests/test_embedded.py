@@ -10,6 +10,7 @@ import pytest
 from assistant.engine.embedded import EmbeddedEngine
 from assistant.runtime import Runtime
 from assistant.turns.pipeline import TurnRequest
+from assistant.worker import worker_process
 from tests.waiting import until
 
 # one event loop for the module: the runtime's scheduler and queues belong to the loop that
@@ -120,7 +121,7 @@ async def test_a_chat_turn_preempts_the_worker_processs_job_on_the_real_engine(r
     engine; the app's chat turn, mirrored over the link, makes the deep request yield."""
     import asyncio
 
-    child = runtime.worker_process()
+    child = worker_process(runtime)
     serving = asyncio.create_task(child.run())
     try:
         await until(lambda: child.ready.is_set(), 120, "the worker process to link")

@@ -16,7 +16,7 @@ import pytest
 
 from assistant.engine.lanes import LaneScheduler
 from assistant.runtime import Runtime
-from assistant.worker import ChatMirror, WorkerPeer
+from assistant.worker import ChatMirror, WorkerPeer, worker_process
 from tests.conftest import sim_settings
 from tests.simengine_proc import run_simengine, sim_requests
 from tests.waiting import until, wait_until
@@ -25,7 +25,7 @@ pytestmark = pytest.mark.process
 
 
 async def _served(rt: Runtime):
-    child = rt.worker_process()
+    child = worker_process(rt)
     task = asyncio.create_task(child.run())
     await until(lambda: child.ready.is_set(), 120, "the worker process to link")
     return child, task
@@ -102,7 +102,8 @@ async def test_a_worker_that_dies_alone_is_restarted_and_its_job_resumes(setting
 
 async def test_a_chat_turn_in_the_app_preempts_the_workers_deep_request():
     """On a one-slot engine: the worker's mirror of the app's chat turn takes the slot, so
-    its deep request yields first and waits until the turn ends."""
+    its deep request yields first and waits until the turn ends (the wire replaced by direct
+    calls; the real one is in the tests above and in test_embedded)."""
     worker_side = LaneScheduler(deep_max_in_flight=1, slots=1)
     app_side = LaneScheduler(deep_max_in_flight=1, slots=1)
     sent: list[dict] = []
@@ -147,12 +148,13 @@ APP = """
 import asyncio, sys
 from assistant.runtime import Runtime
 from assistant.settings import load_settings
+from assistant.worker import worker_process
 from tests.conftest import sim_settings
 
 async def main():
     s = sim_settings(load_settings(env={"ASSISTANT_DATA_DIR": sys.argv[1]}), sys.argv[2])
     with Runtime(s) as rt:
-        child = rt.worker_process()
+        child = worker_process(rt)
         task = asyncio.create_task(child.run())
         await child.ready.wait()
         print(child.proc.pid, flush=True)

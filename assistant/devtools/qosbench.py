@@ -19,6 +19,7 @@ from assistant.devtools.launcher import simulated_engine
 from assistant.settings import Settings
 from assistant.stats import summary
 from assistant.turns.pipeline import TurnRequest
+from assistant.worker import worker_process
 
 
 @dataclass
@@ -100,7 +101,7 @@ async def _jobs_served(
         serving = asyncio.create_task(rt.worker().serve(poll_s=0.05))
     else:
         rt.scheduler.enabled = lanes
-        child = rt.worker_process(lanes=lanes, deep_max=deep_max)
+        child = worker_process(rt, lanes=lanes, deep_max=deep_max)
         serving = asyncio.create_task(child.run())
         await asyncio.wait_for(child.ready.wait(), 120)
     try:

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import hashlib
 import heapq
 import itertools
 import json
 import logging
 import re
+from collections import OrderedDict
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -198,9 +200,52 @@ def refusal(cfg: SimConfig, body: dict[str, Any], priority: int, prompt: int, bu
     return ""
 
 
+def metrics_text(model: str, slots: Any, kv: float, counters: dict[str, int]) -> str:
+    """vLLM's /metrics for the simulator's state (`slots`: a `Slots`)."""
+    rows = [
+        ("num_requests_running", "gauge", slots.running),
+        ("num_requests_waiting", "gauge", slots.waiting),
+        ("kv_cache_usage_perc", "gauge", kv),
+        ("prefix_cache_queries_total", "counter", counters["prefix_queries"]),
+        ("prefix_cache_hits_total", "counter", counters["prefix_hits"]),
+        ("prompt_tokens_total", "counter", counters["prompt"]),
+        ("generation_tokens_total", "counter", counters["gen"]),
+    ]
+    return prometheus_text(f'{{engine="0",model_name="{model}"}}', rows)
+
+
 def prometheus_text(label: str, rows: list[tuple[str, str, float]]) -> str:
     """vLLM's /metrics text: `vllm:NAME{labels} VALUE` with its TYPE line, per row."""
     lines = []
     for name, kind, value in rows:
         lines += [f"# TYPE vllm:{name} {kind}", f"vllm:{name}{label} {float(value)}"]
     return "\n".join(lines) + "\n"
+
+
+class PrefixCache:
+    """Every cumulative prefix of a conversation counts as cached KV, most recent kept."""
+
+    def __init__(self, keep: int = 10000):
+        self.keep = keep
+        self.hashes: OrderedDict[str, None] = OrderedDict()
+
+    @staticmethod
+    def _hashes(messages: list[dict[str, Any]]) -> list[tuple[str, int]]:
+        h, out, n = hashlib.sha256(), [], 0
+        for m in messages:
+            content = text_of(m.get("content"))
+            h.update(json.dumps([m.get("role"), content]).encode())
+            n += words(content) + 4  # +4: role and template tokens, roughly
+            out.append((h.copy().hexdigest(), n))
+        return out
+
+    def lookup(self, messages: list[dict[str, Any]]) -> int:
+        """Prompt tokens of `messages` found cached (the longest cached prefix)."""
+        return max((n for hx, n in self._hashes(messages)[:-1] if hx in self.hashes), default=0)
+
+    def store(self, messages: list[dict[str, Any]]) -> None:
+        for hx, _ in self._hashes(messages):
+            self.hashes[hx] = None
+            self.hashes.move_to_end(hx)
+        while len(self.hashes) > self.keep:
+            self.hashes.popitem(last=False)

@@ -28,13 +28,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import hashlib
 import itertools
 import json
 import logging
 import socket
 import time
-from collections import OrderedDict, deque
+from collections import deque
 from typing import Any
 
 import uvicorn
@@ -49,14 +48,15 @@ from assistant.devtools.simcore import (  # noqa: F401  (the messages: tests mat
     PRIORITY_MSG,
     TOOLS_MSG,
     Cut,
+    PrefixCache,
     QuietCuts,
     Seq,
     SimConfig,
     Slots,
     error,
+    metrics_text,
     parse_args,
     part,
-    prometheus_text,
     refusal,
     sse,
     start,
@@ -82,36 +82,12 @@ class SimEngine:
         self.requests: deque[dict[str, Any]] = deque(maxlen=10000)  # bounded for load runs
         self.fault_counts: dict[str, int] = {}
         self.failed_first = 0
-        self.prefixes: OrderedDict[str, None] = OrderedDict()  # hashes of KV blocks "cached"
+        self.prefixes = PrefixCache()
         self.running: set[Seq] = set()
         self.counters = dict.fromkeys(("prefix_queries", "prefix_hits", "prompt", "gen"), 0)
         self.ids = itertools.count(1)
         self.released = asyncio.Event()  # POST /sim/release: held streams go on
         self.holding = False  # POST /sim/hold: every request holds before its first token
-
-    # -- prefix cache: every cumulative prefix of a conversation counts as cached KV --------
-    def _hashes(self, messages: list[dict[str, Any]]) -> list[tuple[str, int]]:
-        h, out, n = hashlib.sha256(), [], 0
-        for m in messages:
-            content = text_of(m.get("content"))
-            h.update(json.dumps([m.get("role"), content]).encode())
-            n += words(content) + 4  # +4: role and template tokens, roughly
-            out.append((h.copy().hexdigest(), n))
-        return out
-
-    def prefix_lookup(self, messages: list[dict[str, Any]], prompt: int) -> int:
-        hashes = self._hashes(messages)
-        hit = max((n for hx, n in hashes[:-1] if hx in self.prefixes), default=0)
-        self.counters["prefix_queries"] += prompt
-        self.counters["prefix_hits"] += hit
-        return hit
-
-    def prefix_store(self, messages: list[dict[str, Any]]) -> None:
-        for hx, _ in self._hashes(messages):
-            self.prefixes[hx] = None
-            self.prefixes.move_to_end(hx)
-        while len(self.prefixes) > 10000:
-            self.prefixes.popitem(last=False)
 
     # -- the reply -------------------------------------------------------------------------
     def plan(self, body: dict[str, Any], fault: str, prompt: int) -> dict[str, Any]:
@@ -235,28 +211,25 @@ class SimEngine:
         base = {"id": f"chatcmpl-sim-{next(self.ids)}", "created": int(time.time())}
         base |= {"model": cfg.model, "object": "chat.completion.chunk"}
 
-        options = body.get("stream_options") or {}
         # vLLM's per-request batching: tokens per chunk (the first and last at once), and
         # the running token count on every chunk when asked
-        interval = max(1, int(body.get("stream_interval") or 1))
-        generated = 0
+        interval, generated = max(1, int(body.get("stream_interval") or 1)), 0
+        counting = (body.get("stream_options") or {}).get("continuous_usage_stats")
 
         async def chunk(delta: dict[str, Any], finish: str | None = None) -> None:
             choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
-            extra: dict[str, Any] = {}
-            if options.get("continuous_usage_stats"):
-                extra["usage"] = {"prompt_tokens": prompt, "completion_tokens": generated,
-                                  "total_tokens": prompt + generated}  # fmt: skip
+            n = {"prompt_tokens": prompt, "completion_tokens": generated}
+            extra = {"usage": n | {"total_tokens": prompt + generated}} if counting else {}
             await send(sse(base | {"choices": [choice]} | extra))
 
-        pending: dict[str, str] = {}
-        sent = 0  # tokens sent in chunks so far
+        pending: dict[str, str] = {}  # text not yet sent, and the tokens sent so far
+        sent = 0
 
         async def flush() -> None:
             nonlocal sent
             if pending:
-                await chunk(dict(pending))
-                pending.clear()
+                await chunk(pending.copy())
+            pending.clear()
             sent = generated
 
         stop_at = -1  # the token index where a cut, stall or interrupt fault strikes
@@ -268,7 +241,9 @@ class SimEngine:
         seq = Seq(prompt)
         self.running.add(seq)
         try:
-            hit = self.prefix_lookup(messages, prompt)
+            hit = self.prefixes.lookup(messages)
+            self.counters["prefix_queries"] += prompt
+            self.counters["prefix_hits"] += hit
             self.counters["prompt"] += prompt
             await self._sleep(
                 seq, (cfg.prefill_ms + cfg.prefill_ms_per_token * (prompt - hit)) / 1e3
@@ -312,7 +287,7 @@ class SimEngine:
                     if sent == 0 or generated - sent >= interval:
                         await flush()
             reply = "".join(out["content"])
-            self.prefix_store([*messages, {"role": "assistant", "content": reply}])
+            self.prefixes.store([*messages, {"role": "assistant", "content": reply}])
             usage = {"prompt_tokens": prompt, "completion_tokens": len(tokens)}
             usage |= {"total_tokens": prompt + len(tokens)}
             usage |= {"prompt_tokens_details": {"cached_tokens": hit}}
@@ -352,18 +327,8 @@ class SimEngine:
             raise Cut
 
     def metrics(self) -> str:
-        label = f'{{engine="0",model_name="{self.cfg.model}"}}'
         kv = min(1.0, sum(s.tokens for s in self.running) / self.cfg.kv_tokens)
-        rows = [
-            ("num_requests_running", "gauge", self.slots.running),
-            ("num_requests_waiting", "gauge", self.slots.waiting),
-            ("kv_cache_usage_perc", "gauge", kv),
-            ("prefix_cache_queries_total", "counter", self.counters["prefix_queries"]),
-            ("prefix_cache_hits_total", "counter", self.counters["prefix_hits"]),
-            ("prompt_tokens_total", "counter", self.counters["prompt"]),
-            ("generation_tokens_total", "counter", self.counters["gen"]),
-        ]
-        return prometheus_text(label, rows)
+        return metrics_text(self.cfg.model, self.slots, kv, self.counters)
 
 
 def build_app(config: SimConfig | None = None) -> Starlette:

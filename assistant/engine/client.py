@@ -14,7 +14,6 @@ import logging
 import random
 import threading
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from typing import Any, Protocol
 
 import httpx
@@ -22,6 +21,13 @@ import openai
 from openai import AsyncOpenAI
 
 from assistant.engine.fold import Fold, folded
+from assistant.engine.profile import (
+    PROFILES,
+    TOOLS_REFUSED,
+    batching_refused,
+    priority_rejected,
+    tools_refused,
+)
 from assistant.errors import EngineError, EngineUnavailable
 from assistant.records import (
     CRASHED,
@@ -42,56 +48,6 @@ RESTART_WAIT_S = 60.0
 """How long a request waits for a supervised engine that is restarting."""
 
 _RETRYABLE_STATUS = (408, 429, 500, 502, 503, 504)
-
-
-@dataclass(frozen=True)
-class Profile:
-    """How one engine kind wants a lane's request shaped."""
-
-    kind: str
-    priority: bool
-    effort: bool
-    thinking_switch: bool
-    batching: bool = False
-    """Takes a per-request `stream_interval` (vLLM), with usage on every chunk."""
-
-    def shape(
-        self,
-        lane: LaneConfig,
-        *,
-        thinking: bool,
-        max_tokens: int,
-        use_priority: bool,
-        use_batching: bool = True,
-    ) -> dict:
-        params: dict[str, Any] = {"max_tokens": max_tokens}
-        extra: dict[str, Any] = {}
-        if self.effort:
-            params["reasoning_effort"] = lane.reasoning_effort if thinking else "low"
-        if self.thinking_switch:
-            extra["chat_template_kwargs"] = {"enable_thinking": thinking}
-        if self.priority and use_priority:
-            extra["priority"] = lane.priority
-        if self.kind == "openai":
-            # OpenAI's reasoning models reject max_tokens; max_completion_tokens is the budget
-            params["max_completion_tokens"] = params.pop("max_tokens")
-        if self.kind in ("vllm", "openai"):
-            params["stream_options"] = {"include_usage": True}
-        if self.batching and use_batching and lane.stream_interval > 1:
-            extra["stream_interval"] = lane.stream_interval
-            # a chunk holds many tokens now: the engine counts them on every chunk
-            params["stream_options"]["continuous_usage_stats"] = True
-        if extra:
-            params["extra_body"] = extra
-        return params
-
-
-PROFILES = {
-    "vllm": Profile("vllm", priority=True, effort=True, thinking_switch=True, batching=True),
-    # llama-cpp-python's server has neither request priority nor a thinking switch
-    "llamacpp": Profile("llamacpp", priority=False, effort=False, thinking_switch=False),
-    "openai": Profile("openai", priority=False, effort=True, thinking_switch=False),
-}
 
 
 class CrashReport(Protocol):
@@ -123,31 +79,6 @@ def build_client(base_url: str, api_key: str | None) -> AsyncOpenAI:
     from assistant.engine.sse import LeanClient
 
     return LeanClient(client)  # type: ignore[return-value]
-
-
-def _priority_rejected(err: openai.APIStatusError) -> bool:
-    text = str(err).lower()
-    return err.status_code == 400 and "priority" in text
-
-
-def _batching_refused(err: openai.APIStatusError) -> bool:
-    """An engine (an older vLLM) that does not know `stream_interval` or continuous usage."""
-    text = str(err).lower()
-    return err.status_code == 400 and ("stream_interval" in text or "continuous_usage" in text)
-
-
-def _tools_refused(err: openai.APIStatusError) -> bool:
-    """vLLM without --enable-auto-tool-choice: '"auto" tool choice requires
-    --enable-auto-tool-choice and --tool-call-parser to be set' (HTTP 400)."""
-    text = str(err).lower()
-    return err.status_code == 400 and "tool" in text and ("choice" in text or "parser" in text)
-
-
-TOOLS_REFUSED = (
-    "the engine refuses tools (vLLM: start it with --enable-auto-tool-choice "
-    "--tool-call-parser ...); chat turns go without them and the model's own delegate step "
-    "is off (the cue and classifier steps still route)"
-)
 
 
 def _field(obj: Any, name: str) -> Any:
@@ -373,7 +304,7 @@ class Engine:
                     **params,
                 )
             except openai.APIStatusError as e:
-                if "priority" in params.get("extra_body", {}) and _priority_rejected(e):
+                if "priority" in params.get("extra_body", {}) and priority_rejected(e):
                     # concurrent requests may all be rejected before the first one returns
                     self.priority_ok = False
                     self._warn_once(
@@ -381,13 +312,13 @@ class Engine:
                         "--scheduling-policy priority); the app's own lanes keep order instead"
                     )
                     continue
-                if "stream_interval" in params.get("extra_body", {}) and _batching_refused(e):
+                if "stream_interval" in params.get("extra_body", {}) and batching_refused(e):
                     self.batching_ok = False
                     self._warn_once(
                         "the engine refused stream_interval; deep-lane chunks stay one token each"
                     )
                     continue
-                if "tools" in params and _tools_refused(e):
+                if "tools" in params and tools_refused(e):
                     # the same turn again without tools: a chat turn never fails for them
                     self.tools_ok = False
                     self._warn_once(TOOLS_REFUSED)

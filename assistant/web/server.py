@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from assistant.runtime import Runtime
 from assistant.settings import Settings
 from assistant.web.security import is_loopback
+from assistant.worker import worker_process
 
 if TYPE_CHECKING:  # gradio loads only when the app serves
     from assistant.web.turns import SpeechModels
@@ -75,7 +76,7 @@ def lifespan(
             asyncio.create_task(rt.loop_lag.run(), name="loop-lag"),
         ]
         if worker:
-            tasks.append(asyncio.create_task(rt.worker_process().run(), name="job-worker"))
+            tasks.append(asyncio.create_task(worker_process(rt).run(), name="job-worker"))
             tasks[-1].add_done_callback(_report_crash)
         try:
             yield
