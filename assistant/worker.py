@@ -192,7 +192,10 @@ class WorkerProcess:
         try:
             while True:
                 started = time.monotonic()
-                code = await self._once()
+                try:
+                    code = await self._once()
+                except (OSError, ValueError, EOFError) as e:  # it could not start or link
+                    code = f"it failed: {e!r}"
                 attempt = 0 if time.monotonic() - started > STEADY_S else attempt + 1
                 delay = RESTART_DELAYS_S[min(attempt, len(RESTART_DELAYS_S) - 1)]
                 log.error("the job worker ended (%s); restarting it in %.1f s", code, delay)
@@ -364,11 +367,6 @@ async def _serve(rt: Runtime, wire: Wire, lanes: bool) -> None:
         await mirror.close()
 
 
-async def serve_alone(rt: Runtime) -> None:
-    """`assistant worker` with no app: jobs from the store until SIGINT/SIGTERM."""
-    await rt.worker().serve()
-
-
 WORKER_NICE = 10
 
 
@@ -411,7 +409,7 @@ def run_worker(settings: Settings, link_fd: int | None) -> int:
         with Runtime(settings) as rt:
             if rt.notice:
                 print(rt.notice, file=sys.stderr)
-            await serve_alone(rt)
+            await rt.worker().serve()  # until a stop signal
 
     with contextlib.suppress(asyncio.CancelledError):
         asyncio.run(main())

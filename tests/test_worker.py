@@ -13,10 +13,14 @@ import time
 from pathlib import Path
 
 import pytest
+from gradio_client import Client
 
+from assistant.devtools import idlebench
 from assistant.engine.lanes import LaneScheduler
 from assistant.runtime import Runtime
+from assistant.store.db import Store
 from assistant.worker import ChatMirror, WorkerPeer, worker_process
+from tests.app_proc import CLI_SERVE, app_env, run_app
 from tests.conftest import sim_settings
 from tests.simengine_proc import run_simengine, sim_requests
 from tests.waiting import until, wait_until
@@ -192,3 +196,24 @@ def _alive(pid: int) -> bool:
         return _stat(pid)[0] != "Z"
     except OSError:
         return False
+
+
+def test_a_worker_of_its_own_runs_the_jobs_of_an_app_started_without_one(sim_url, tmp_path):
+    """`assistant serve --no-worker` beside `assistant worker` on the same store."""
+    with run_app(tmp_path / "app", sim_url, "--no-worker", entry=CLI_SERVE) as app:
+        assert "worker" not in idlebench.named_children(app.proc.pid)
+        job = Client(app.url, verbose=False).predict("a task for elsewhere", api_name="/delegate")
+        store = Store(app.data_dir / "assistant.db")
+        worker = subprocess.Popen(
+            [sys.executable, "-m", "assistant.cli", "worker"],
+            env=app_env(app.data_dir, sim_url),
+            cwd=app.data_dir,
+        )
+        try:
+            assert store.job(job["id"]).state == "queued"  # nobody in the app runs it
+            wait_until(lambda: store.job(job["id"]).state == "done", 60, "the worker to run it")
+            worker.send_signal(signal.SIGTERM)
+            assert worker.wait(timeout=30) == 0
+        finally:
+            worker.kill()
+            store.close()
