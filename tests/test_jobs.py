@@ -46,6 +46,22 @@ async def test_job_runs_on_the_deep_lane_led_by_delegate_prompt(sim_url, setting
     assert queue.submit("ann", "Compare three sorting algorithms in depth", key="k").id == job.id
 
 
+async def test_the_next_queued_job_starts_when_one_ends_not_at_the_next_poll(sim_url, settings):
+    s = sim_settings(settings, sim_url)
+    store = Store(s.db_path)
+    queue, worker = _worker(store, sim_engine(sim_url), s)  # one deep request at a time
+    jobs = [queue.submit("ann", f"Summarize chapter {i}") for i in range(3)]
+    serving = asyncio.create_task(worker.serve(poll_s=3600))  # a poll that never comes
+    try:
+        await until(
+            lambda: all(store.job(j.id).state == "done" for j in jobs), 60, "all three jobs"
+        )
+    finally:
+        serving.cancel()
+        await asyncio.gather(serving, return_exceptions=True)
+        store.close()
+
+
 async def test_budget_exhausted_fails_keeps_reasoning_and_offers_retry(sim_url, settings):
     s = sim_settings(settings, sim_url)
     store = Store(s.db_path)
