@@ -26,6 +26,26 @@ def test_sse_result_raises_on_an_error_event_or_no_result() -> None:
         sse_result(["event: heartbeat", "data: null"])
 
 
+def test_the_apps_loop_lag_over_a_phase_comes_from_its_histogram() -> None:
+    """Read from the app's own /metrics text before and after a phase."""
+    from assistant.devtools.loadclient import lag_between, lag_histogram
+    from assistant.metrics import AppMetrics
+
+    metrics = AppMetrics(depth=dict, job_counts=dict)
+    for lag in (0.002, 0.003):
+        metrics.loop_lag.observe(lag)
+    before = lag_histogram(metrics.render().decode())
+    for lag in [0.0005] * 18 + [0.2, 1.7]:  # the phase: mostly quick, two stalls
+        metrics.loop_lag.observe(lag)
+    got = lag_between(before, lag_histogram(metrics.render().decode()))
+    assert got == {
+        "n": 20,
+        "p50_ms_at_most": 1.0,
+        "p95_ms_at_most": 250.0,
+        "max_ms_at_most": 2500.0,
+    }
+
+
 def test_cpu_ms_reads_this_process_and_never_goes_back() -> None:
     first = cpu_ms(os.getpid())
     sum(i * i for i in range(200_000))

@@ -79,7 +79,7 @@ async def drive(
     limits = httpx.Limits(max_connections=SESSIONS * 2 + JOBS, max_keepalive_connections=100)
     timeout = httpx.Timeout(CALL_TIMEOUT_S, connect=10.0)
     async with httpx.AsyncClient(base_url=url, limits=limits, timeout=timeout) as http:
-        meter = Meter(pid, engine_pid)
+        meter = Meter(pid, engine_pid, http)
         rss_start = rss_mb(pid)
         runs = {}
         for way in ways:
@@ -325,6 +325,10 @@ def way_report(run: dict[str, Any], checked: dict[str, Any], turns: int, way: st
     idle = run["idle_cpu_ms_per_s"]
     alone = {**summary(run["alone"], alone_m, idle), "sessions_at_once": 1}
     loaded = summary(run["loaded"], loaded_m, idle)
+    for part, meter in ((alone, alone_m), (loaded, loaded_m)):
+        part["loop_lag"] = meter.get("loop_lag")
+        if "worker_cpu_ms" in meter:
+            part["worker_cpu_ms"] = round(meter["worker_cpu_ms"], 1)
     alone_p95, loaded_p95 = alone["latency_ms"]["p95"], loaded["latency_ms"]["p95"]
     limit = 2 * alone_p95 + 200
     sessions = run["alone"] + run["loaded"]

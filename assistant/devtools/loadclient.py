@@ -243,11 +243,57 @@ def spread(values: list[float], *qs: float) -> dict[str, float]:
     return out
 
 
-class Meter:
-    """The app's CPU (and our own) across a phase, and its peak RSS sampled meanwhile."""
+def lag_histogram(text: str) -> dict[float, float]:
+    """The app's `assistant_event_loop_lag_seconds` buckets (upper bound in s: count)."""
+    from prometheus_client.parser import text_string_to_metric_families
 
-    def __init__(self, pid: int, engine_pid: int) -> None:
+    return {
+        float(sample.labels["le"]): sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+        if sample.name == "assistant_event_loop_lag_seconds_bucket"
+    }
+
+
+def lag_between(before: dict[float, float], after: dict[float, float]) -> dict[str, Any]:
+    """The loop lag samples taken between two readings: n, and p50/p95/max as bucket upper
+    bounds in ms (a histogram keeps no more than that)."""
+    bounds = sorted(after)
+    counts = [after[b] - before.get(b, 0.0) for b in bounds]  # cumulative
+    n = counts[-1] if counts else 0.0
+
+    def upper(q: float) -> float | None:
+        for bound, c in zip(bounds, counts, strict=True):
+            if n and c >= q * n:
+                return bound * 1000 if bound != float("inf") else None
+        return None
+
+    top = next((b for b, c in zip(bounds, counts, strict=True) if c >= n), None) if n else None
+    return {
+        "n": int(n),
+        "p50_ms_at_most": upper(0.5),
+        "p95_ms_at_most": upper(0.95),
+        "max_ms_at_most": top * 1000 if top not in (None, float("inf")) else None,
+    }
+
+
+class Meter:
+    """The app's CPU (its web process and its job worker; our own too) across a phase, its
+    event loop's lag (from its /metrics), and its peak RSS sampled meanwhile."""
+
+    def __init__(self, pid: int, engine_pid: int, http: httpx.AsyncClient | None = None) -> None:
         self.pid, self.engine_pid, self.peak = pid, engine_pid, rss_mb(pid)
+        self.http = http
+        from assistant.devtools.idlebench import named_children
+
+        self.worker_pid = named_children(pid).get("worker")
+
+    async def lag(self) -> dict[float, float]:
+        if self.http is None:
+            return {}
+        with contextlib.suppress(httpx.HTTPError, ValueError):
+            return lag_histogram((await self.http.get("/metrics")).text)
+        return {}
 
     async def sample_rss(self) -> None:
         while True:
@@ -258,11 +304,16 @@ class Meter:
     async def phase(self, out: dict[str, Any]) -> Any:
         app0, own0, wall0 = cpu_ms(self.pid), time.process_time(), time.perf_counter()
         engine0 = cpu_ms(self.engine_pid)
+        worker0 = cpu_ms(self.worker_pid) if self.worker_pid else 0.0
+        lag0 = await self.lag()
         sampler = asyncio.create_task(self.sample_rss())
         try:
             yield
         finally:
             sampler.cancel()
+            out["loop_lag"] = lag_between(lag0, await self.lag())
+            if self.worker_pid:
+                out["worker_cpu_ms"] = cpu_ms(self.worker_pid) - worker0
             out["app_cpu_ms"] = cpu_ms(self.pid) - app0
             out["engine_cpu_ms"] = cpu_ms(self.engine_pid) - engine0
             out["client_cpu_ms"] = (time.process_time() - own0) * 1000
