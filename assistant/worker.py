@@ -28,7 +28,6 @@ import contextlib
 import itertools
 import json
 import logging
-import os
 import pickle
 import signal
 import socket
@@ -211,7 +210,10 @@ class WorkerProcess:
             self.proc = await asyncio.create_subprocess_exec(
                 sys.executable, "-m", "assistant.cli", "worker", "--link-fd", str(theirs.fileno()),
                 pass_fds=(theirs.fileno(),),
-                # a session (so a scheduling group) of its own: see `yield_to_chat`
+                # a session, so a scheduling group, of its own: under Linux's autogroup a
+                # latency-bound process sharing a session with a CPU-hungry one was measured
+                # stalling for up to 2.8 s at a time, and for at most 11 ms in its own. Not
+                # niced: on a one-slot engine a chat turn waits for the worker to let go
                 start_new_session=True,
             )  # fmt: skip
             theirs.close()
@@ -367,23 +369,8 @@ async def _serve(rt: Runtime, wire: Wire, lanes: bool) -> None:
         await mirror.close()
 
 
-WORKER_NICE = 10
-
-
-def yield_to_chat() -> None:
-    """Make this process the one the CPU scheduler lets wait.
-
-    Measured here (Linux 6.18, autogroup on, two cores shared with vLLM): a latency-bound
-    process that shares a session with a CPU-hungry one stalled for up to 2.8 s at a time
-    (a 10 ms sleep woke 2.8 s late), and for at most 11 ms in a session of its own. So the
-    worker runs in its own session (`WorkerProcess` starts it so), and both the process and
-    its autogroup are niced: when the cores are short, the deep lane waits, not the chat lane.
-    It also ends with the app even if the link's end is somehow kept open (PR_SET_PDEATHSIG).
-    """
-    with contextlib.suppress(OSError):
-        os.nice(WORKER_NICE)
-    with contextlib.suppress(OSError), open("/proc/self/autogroup", "w") as group:
-        group.write(str(WORKER_NICE))  # its own group's weight, where autogroup is on
+def end_with_the_app() -> None:
+    """A linked worker ends with the app even if the link's end were somehow kept open."""
     with contextlib.suppress(OSError, AttributeError):
         import ctypes
 
@@ -393,7 +380,7 @@ def yield_to_chat() -> None:
 def run_worker(settings: Settings, link_fd: int | None) -> int:
     """`assistant worker`: until the link closes (linked) or a stop signal (alone)."""
     if link_fd is not None:
-        yield_to_chat()
+        end_with_the_app()
 
     async def main() -> None:
         task = asyncio.current_task()

@@ -72,10 +72,8 @@ async def test_the_worker_counts_in_the_apps_depth_and_stops_with_it(settings):
             job = rt.jobs.submit("ann", "a slow task")
             await until(lambda: rt.scheduler.depth()["deep_running"] == 1, 30, "deep running")
             pid = child.proc.pid
-            # a session (so a scheduling group) of its own, niced: when the cores are short,
-            # the deep lane waits and the chat lane does not
+            # a session, so a scheduling group, of its own
             assert os.getsid(pid) == pid
-            assert int(_stat(pid)[16]) >= 10  # its nice value
             await _stop(task)
             # the worker handed the job back to the queue, with its progress, and ended
             assert rt.store.job(job.id).state == "queued"
