@@ -21,6 +21,7 @@ import numpy as np
 import pytest
 from gradio_client import Client, handle_file
 
+from assistant.devtools.idlebench import named_children
 from assistant.records import Job
 from assistant.speech.audio import SAMPLE_RATE, wav_bytes
 from assistant.store.db import Store
@@ -283,6 +284,10 @@ def test_sigkill_mid_write_and_mid_job_then_restart_loses_nothing(tmp_path):
 
             job = wait_until(halfway, 60, "the job to run while turns are written")
             assert job.state == "running" and job.reasoning_tokens > 0, job
+            # the job's own process is the app's worker: both die at once, mid-write and
+            # mid-job (an app killed alone lets its worker hand the job back, test_worker)
+            worker = named_children(first.proc.pid)["worker"]
+            os.kill(worker, signal.SIGKILL)
             os.kill(first.proc.pid, signal.SIGKILL)  # turns are being written right now
             first.proc.wait()
             stop.set()
@@ -292,7 +297,7 @@ def test_sigkill_mid_write_and_mid_job_then_restart_loses_nothing(tmp_path):
             committed = list(returned)
             assert committed
             assert store.integrity_ok()
-            assert store.job(running["id"]).state == "running"  # left behind by the dead app
+            assert store.job(running["id"]).state == "running"  # left behind by the dead worker
             for cid, text in committed:
                 assert text in [u for u, _ in store.turns(cid)], (cid, text)
 
