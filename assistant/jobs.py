@@ -72,13 +72,8 @@ class JobQueue:
         budget: int | None = None,
     ) -> Job:
         """Store a queued job before any engine call; the same key gives back the same job."""
-        if self.store.active_job_count(owner) >= self.settings.max_jobs_per_user and not (
-            key and any(j.idempotency_key == key for j in self.store.jobs(owner))
-        ):
-            raise Busy(
-                f"you already have {self.settings.max_jobs_per_user} jobs queued or running; "
-                "wait for one to finish or cancel one"
-            )
+        if not (key and any(j.idempotency_key == key for j in self.store.jobs(owner))):
+            self._check_room(owner)
         job, _ = self.store.create_job(
             owner,
             prompt,
@@ -88,6 +83,13 @@ class JobQueue:
         )
         self.wake.set()
         return job
+
+    def _check_room(self, owner: str) -> None:
+        if self.store.active_job_count(owner) >= self.settings.max_jobs_per_user:
+            raise Busy(
+                f"you already have {self.settings.max_jobs_per_user} jobs queued or running; "
+                "wait for one to finish or cancel one"
+            )
 
     def get(self, job_id: str, owner: str | None = None) -> Job | None:
         """The job, or None if there is none (or it is another owner's)."""
@@ -112,6 +114,8 @@ class JobQueue:
         if job is None or (owner is not None and job.owner != owner):
             raise AssistantError(f"no job {job_id}")
         budget = min(MAX_BUDGET, job.budget * 2) if bigger else job.budget
+        if job.state in ("failed", "cancelled"):  # a retry is a new job for the login's limit
+            self._check_room(job.owner)
         if not self.store.requeue(job_id, budget=budget, result="", reasoning="", attempts=0):
             raise AssistantError(
                 f"job {job_id} is {job.state}; only failed or cancelled jobs retry"

@@ -147,3 +147,10 @@ async def test_per_user_job_limit_has_a_clear_message(settings):
     with pytest.raises(Busy, match="2 jobs"):
         queue.submit("ann", "three")
     assert queue.submit("bob", "his own").owner == "bob"
+    # Retry brings a job back into the queue: it counts against the same limit
+    third = queue.submit("bob", "and a second")
+    queue.cancel(third.id)
+    queue.submit("bob", "a third, in its place")
+    with pytest.raises(Busy, match="2 jobs"):
+        queue.retry(third.id, "bob")
+    assert queue.store.job(third.id).state == "cancelled"
