@@ -96,6 +96,9 @@ class Settings:
     tls_cert: Path | None = None
     tls_key: Path | None = None
     """PEM files: serve HTTPS with them (see `web.tls`); both or neither."""
+    allowed_hosts: tuple[str, ...] = ()
+    """Host names served besides localhost and loopback addresses (and the `--tls`
+    certificate's names); any other `Host` is refused (`web.exposure`, DNS rebinding)."""
 
     @property
     def db_path(self) -> Path:
@@ -113,6 +116,24 @@ def _parse_auth(raw: str) -> tuple[tuple[str, str], ...]:
             raise ConfigError("ASSISTANT_AUTH must be user:password[,user:password]")
         pairs.append((user, password))
     return tuple(pairs)
+
+
+def _parse_hosts(raw: Any) -> tuple[str, ...]:
+    """ASSISTANT_ALLOWED_HOSTS: comma-separated host names or addresses, without scheme or
+    port (a TOML list works too); compared without case."""
+    items = raw if isinstance(raw, list) else str(raw).split(",")
+    hosts = []
+    for item in items:
+        name = str(item).strip().lower()
+        if not name:
+            continue
+        if any(c in name for c in "/@ \t") or (name.count(":") == 1 and "[" not in name):
+            raise ConfigError(
+                f"ASSISTANT_ALLOWED_HOSTS: {item!r} is not a host name; give names only "
+                "(e.g. assistant.example.org,192.168.1.20), without scheme or port"
+            )
+        hosts.append(name.strip("[]"))
+    return tuple(dict.fromkeys(hosts))
 
 
 def _tls_files(cert: Any, key: Any) -> tuple[Path | None, Path | None]:
@@ -212,5 +233,6 @@ def load_settings(env: dict[str, str] | None = None, toml_path: Path | None = No
         deep=_lane_from(default_deep_lane(), lanes["deep"]),
         tls_cert=tls_cert,
         tls_key=tls_key,
+        allowed_hosts=_parse_hosts(pick("ASSISTANT_ALLOWED_HOSTS", "allowed_hosts", "")),
         **extra,
     )

@@ -1,5 +1,7 @@
 """The HTTP edge: Gradio's launch options that keep its known weak spots shut, login
-throttling, and refusing requests from other sites.
+throttling, and the one middleware that refuses what must not reach a route: unknown hosts
+and network requests without a login (`exposure`), requests from other sites, and requests
+without the login or for another login's session (`login_wall`).
 
 Gradio's own CORS middleware only decides which response headers to send: a cross-site
 `<form>` POST (an upload, a login, a queued call) still reaches the route and runs, and the
@@ -9,21 +11,21 @@ README "Security" lists the advisories each option answers.
 
 from __future__ import annotations
 
-import ipaddress
 import tempfile
 import time
 from collections import OrderedDict, deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from assistant.settings import Settings
+from assistant.web.asgi import Receive, Scope, Send, TooLarge, header_map, read_body, refuse, replay
+from assistant.web.exposure import Exposure, Refusal, is_loopback
+from assistant.web.login_wall import LoginWall
 
-Scope = dict[str, Any]
-Receive = Callable[[], Any]
-Send = Callable[[dict[str, Any]], Any]
+__all__ = ["EdgeGuard", "LoginThrottle", "edge_middleware", "is_loopback", "launch_options"]
 
 LOGIN_BODY_MAX = 16 * 1024
 """A login form is two short fields; anything bigger is not a login."""
@@ -132,67 +134,74 @@ def same_origin(origin: str, host: str | None) -> bool:
 
 
 class EdgeGuard:
-    """ASGI middleware: refuses cross-site requests and throttles failed logins."""
+    """ASGI middleware, in order: refuses unknown hosts and (without a login) anything from
+    the network (`exposure`), cross-site requests, and (with a login) requests without it or
+    for another login's Gradio session (`login_wall`); throttles failed logins."""
 
-    def __init__(self, app: Any, throttle: LoginThrottle | None = None):
+    def __init__(
+        self,
+        app: Any,
+        exposure: Exposure,
+        throttle: LoginThrottle | None = None,
+        wall: LoginWall | None = None,
+    ):
         self.app = app
+        self.exposure = exposure
         self.throttle = throttle
+        self.wall = wall
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] not in ("http", "websocket"):
             await self.app(scope, receive, send)
             return
-        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        headers = header_map(scope)
+        refusal = self.exposure.refusal(scope, headers)
+        if refusal is not None:
+            await refuse(scope, send, refusal.status, refusal.reason)
+            return
         origin = headers.get("origin")
         # Browsers send Origin on every cross-site fetch and form POST; clients that are not
         # browsers (gradio_client, curl) send none and cannot carry a victim's cookies anyway.
         if origin is not None and not any(
             same_origin(origin, h) for h in (headers.get("host"), headers.get("x-forwarded-host"))
         ):
-            await _refuse(scope, send, 403, "cross-origin request refused")
+            await refuse(scope, send, 403, "cross-origin request refused")
             return
+        if self.wall is not None:
+            admitted = await self.wall.admit(scope, receive, send, headers)
+            if isinstance(admitted, Refusal):
+                await refuse(scope, send, admitted.status, admitted.reason)
+                return
+            receive, send = admitted
         if (
             self.throttle is not None
             and scope["type"] == "http"
             and scope["method"] == "POST"
             and scope["path"].rstrip("/").endswith("/login")
         ):
-            await self._login(scope, receive, send, headers)
+            await self._login(scope, receive, send)
             return
         await self.app(scope, receive, send)
 
-    async def _login(self, scope: Scope, receive: Receive, send: Send, headers: dict) -> None:
+    async def _login(self, scope: Scope, receive: Receive, send: Send) -> None:
         assert self.throttle is not None
-        body = b""
-        more = True
-        while more:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                return
-            body += message.get("body", b"")
-            more = message.get("more_body", False)
-            if len(body) > LOGIN_BODY_MAX:
-                await _refuse(scope, send, 413, "login form too large")
-                return
+        try:
+            body = await read_body(receive, LOGIN_BODY_MAX)
+        except TooLarge:
+            await refuse(scope, send, 413, "login form too large")
+            return
+        if body is None:
+            return
         form = parse_qs(body.decode("utf-8", "replace")) if body else {}
         user = (form.get("username") or [""])[0].strip()
         client = (scope.get("client") or ("unknown", 0))[0]
         wait = self.throttle.retry_after(user, client)
         if wait > 0:
-            await _refuse(
+            await refuse(
                 scope, send, 429, "too many failed logins; try again later",
                 {"retry-after": str(int(wait) + 1)},
             )  # fmt: skip
             return
-
-        sent = False
-
-        async def replay() -> dict[str, Any]:
-            nonlocal sent
-            if not sent:
-                sent = True
-                return {"type": "http.request", "body": body, "more_body": False}
-            return await receive()
 
         status = 0
 
@@ -202,40 +211,23 @@ class EdgeGuard:
                 status = message["status"]
             await send(message)
 
-        await self.app(scope, replay, watch)
+        await self.app(scope, replay(body, receive), watch)
         if status == 200:
             self.throttle.succeeded(user, client)
         elif 400 <= status < 500:  # Gradio answers a wrong password with 400
             self.throttle.failed(user, client)
 
 
-async def _refuse(
-    scope: Scope, send: Send, status: int, text: str, extra: dict[str, str] | None = None
-) -> None:
-    if scope["type"] == "websocket":
-        await send({"type": "websocket.close", "code": 1008, "reason": text})
-        return
-    body = text.encode()
-    headers = [(b"content-type", b"text/plain; charset=utf-8")]
-    headers.append((b"content-length", str(len(body)).encode()))
-    headers += [(k.encode(), v.encode()) for k, v in (extra or {}).items()]
-    await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": body})
-
-
-def edge_middleware(settings: Settings) -> list[Any]:
-    """The middleware list for the app (FastAPI's `middleware=` argument)."""
+def edge_middleware(settings: Settings, certificate_names: Iterable[str] = ()) -> list[Any]:
+    """The middleware list for the app (FastAPI's `middleware=` argument). `certificate_names`:
+    the names the served TLS certificate is for, served like ASSISTANT_ALLOWED_HOSTS."""
     from starlette.middleware import Middleware
 
-    throttle = LoginThrottle() if settings.auth else None
-    return [Middleware(EdgeGuard, throttle=throttle)]
-
-
-def is_loopback(host: str) -> bool:
-    host = host.strip().strip("[]")
-    if host.lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
+    login = bool(settings.auth)
+    guard = Middleware(
+        EdgeGuard,
+        exposure=Exposure.of(settings, certificate_names),
+        throttle=LoginThrottle() if login else None,
+        wall=LoginWall() if login else None,
+    )
+    return [guard]

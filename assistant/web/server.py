@@ -160,7 +160,11 @@ def serve(settings: Settings, host: str = "127.0.0.1", port: int = 7860, tls: bo
             app_kwargs={
                 "lifespan": lifespan(rt, speech, utterances),
                 # over HTTPS, login cookies are Secure (assistant.web.tls)
-                "middleware": [*edge_middleware(settings), Middleware(SecureCookies)],
+                # the certificate's names are served like ASSISTANT_ALLOWED_HOSTS
+                "middleware": [
+                    *edge_middleware(settings, certificate.names if certificate else ()),
+                    Middleware(SecureCookies),
+                ],
             },
             **launch_options(settings),  # share, SSR, auth, upload cap, blocked paths
             **ssl,
