@@ -1,0 +1,286 @@
+"""The attack suite (issue 26): each test is an attack on the running app over real HTTP or
+WebSocket, and each failed on the code before the fix.
+
+Apps: `open_app` runs without a login (the default set-up), `guarded` with two logins; both
+list one extra name in ASSISTANT_ALLOWED_HOSTS. The proxy is Debian's nginx (`proxy_proc`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import ssl
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx
+import pytest
+
+from assistant.devtools.launcher import running
+from assistant.engine.embedded import free_port
+from tests.app_proc import CLI_SERVE, App, app_env, run_app
+from tests.proxy_proc import run_nginx
+from tests.simengine_proc import run_simengine
+
+USERS = {"ann": "pw-ann-26", "bob": "pw-bob-26"}
+AUTH = ",".join(f"{u}:{p}" for u, p in USERS.items())
+LISTED = "assistant.lan"
+"""The name both apps list in ASSISTANT_ALLOWED_HOSTS."""
+EVIL = "rebind.evil.test"
+"""An attacker's name that resolves to 127.0.0.1 (DNS rebinding): the browser sends it as Host."""
+POST_BODY = {"session_hash": "s", "event_id": "e", "fn_index": 0}
+ROUTES = [
+    ("GET", "/"),
+    ("GET", "/config"),
+    ("GET", "/gradio_api/info"),
+    ("POST", "/gradio_api/upload"),
+    ("POST", "/gradio_api/queue/join"),
+    ("POST", "/gradio_api/cancel"),
+    ("GET", "/gradio_api/heartbeat/s"),
+    ("GET", "/v1/models"),
+    ("POST", "/v1/chat/completions"),
+    ("GET", "/metrics"),
+]
+"""The page, Gradio's API (uploads, calls, cancel, heartbeat), the OpenAI API and metrics."""
+
+
+@pytest.fixture(scope="module")
+def sim() -> Iterator[str]:
+    with run_simengine("--token-ms", "5") as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def open_app(sim: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[App]:
+    data = tmp_path_factory.mktemp("open")
+    with run_app(data, sim, entry=CLI_SERVE, ASSISTANT_ALLOWED_HOSTS=LISTED) as app:
+        yield app
+
+
+@pytest.fixture(scope="module")
+def guarded(sim: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[App]:
+    data = tmp_path_factory.mktemp("guarded")
+    env = {"ASSISTANT_AUTH": AUTH, "ASSISTANT_ALLOWED_HOSTS": LISTED}
+    with run_app(data, sim, entry=CLI_SERVE, **env) as app:
+        yield app
+
+
+def port_of(url: str) -> int:
+    return int(urlsplit(url).port or 0)
+
+
+def call(
+    base: str,
+    method: str,
+    path: str,
+    *,
+    host: str | None = None,
+    cookies: httpx.Cookies | None = None,
+    **headers: str,
+) -> tuple[int, str]:
+    """One request; the status and the start of the body (a stream is not read to its end)."""
+    sent = {k.replace("_", "-"): v for k, v in headers.items()}
+    if host is not None:
+        sent["Host"] = host
+    body: dict[str, Any] = {"json": POST_BODY} if method == "POST" else {}
+    with httpx.Client(base_url=base.rstrip("/"), cookies=cookies, verify=False, timeout=30) as c:
+        with c.stream(method, path, headers=sent, **body) as r:
+            text = b""
+            for chunk in r.iter_bytes():
+                text += chunk
+                if len(text) > 2000 or r.headers.get("content-type", "").startswith(
+                    "text/event-stream"
+                ):
+                    break
+            return r.status_code, text.decode("utf-8", "replace")
+
+
+def handshake(base: str, path: str = "/listen", host: str | None = None, **headers: str) -> int:
+    """A WebSocket opening handshake on a raw socket (any Host we like); the HTTP status the
+    server answers: 101 means the socket opened."""
+    u = urlsplit(base)
+    lines = [
+        f"GET {path} HTTP/1.1",
+        f"Host: {host or u.netloc}",
+        "Upgrade: websocket",
+        "Connection: Upgrade",
+        "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==",
+        "Sec-WebSocket-Version: 13",
+        *(f"{k.replace('_', '-')}: {v}" for k, v in headers.items()),
+    ]
+    with socket.create_connection((u.hostname, u.port), timeout=30) as raw:
+        s: socket.socket = raw
+        if u.scheme == "https":
+            s = ssl._create_unverified_context().wrap_socket(raw, server_hostname=u.hostname)
+        s.sendall(("\r\n".join(lines) + "\r\n\r\n").encode())
+        head = b""
+        while b"\r\n" not in head:
+            chunk = s.recv(4096)
+            if not chunk:
+                break
+            head += chunk
+    return int(head.split()[1])
+
+
+def logged_in(app: App, user: str) -> httpx.Cookies:
+    r = httpx.post(app.url + "login", data={"username": user, "password": USERS[user]})
+    r.raise_for_status()
+    return r.cookies
+
+
+# --- 1. Host allow-list (DNS rebinding) ------------------------------------------------------
+
+
+@pytest.mark.parametrize(("method", "path"), ROUTES)
+def test_an_unknown_host_is_refused_on_every_route(open_app, method, path):
+    # a rebinding page's requests: its own name as Host and Origin, the peer 127.0.0.1
+    host = f"{EVIL}:{port_of(open_app.url)}"
+    status, text = call(open_app.url, method, path, host=host, Origin=f"http://{host}")
+    assert status == 421, (status, text[:200])
+    assert "ASSISTANT_ALLOWED_HOSTS" in text and "\n" not in text.strip()
+
+
+def test_an_unknown_host_cannot_open_the_microphone_stream(open_app):
+    host = f"{EVIL}:{port_of(open_app.url)}"
+    assert handshake(open_app.url, host=host, Origin=f"http://{host}") == 421
+    assert handshake(open_app.url) == 101  # the same socket for the app's own name opens
+
+
+@pytest.mark.parametrize("name", ["localhost", "127.0.0.1", "[::1]", LISTED])
+def test_loopback_names_and_listed_names_are_served(open_app, name):
+    host = f"{name}:{port_of(open_app.url)}"
+    for path in ("/", "/gradio_api/info", "/v1/models"):
+        assert call(open_app.url, "GET", path, host=host)[0] == 200, (host, path)
+    assert handshake(open_app.url, host=host) == 101
+
+
+def test_with_a_login_the_listed_hosts_apply_too(guarded):
+    cookies = logged_in(guarded, "ann")
+    port = port_of(guarded.url)
+    assert call(guarded.url, "GET", "/gradio_api/info", host=f"{LISTED}:{port}",
+                cookies=cookies)[0] == 200  # fmt: skip
+    status, text = call(guarded.url, "GET", "/gradio_api/info", host=f"{EVIL}:{port}",
+                        cookies=cookies)  # fmt: skip
+    assert status == 421 and "ASSISTANT_ALLOWED_HOSTS" in text
+
+
+@contextlib.contextmanager
+def run_tls_app(data: Path, engine: str) -> Iterator[str]:
+    """`assistant serve --tls` (loopback, no login) until its page answers over HTTPS."""
+    port = free_port()
+    cmd = [sys.executable, *CLI_SERVE, "--tls", "--port", str(port)]
+    with running(cmd, env=app_env(data, engine), cwd=data, log=data / "app.log") as p:
+        url = f"https://127.0.0.1:{port}"
+        deadline = time.monotonic() + 180
+        while True:
+            assert p.proc.poll() is None, p.output()
+            assert time.monotonic() < deadline, p.output()
+            with contextlib.suppress(httpx.HTTPError):
+                if httpx.get(url + "/", verify=False, timeout=5).status_code == 200:
+                    break
+            time.sleep(0.3)
+        yield url
+
+
+def test_the_names_of_the_tls_certificate_are_served(sim, tmp_path):
+    from assistant.web.tls import load_certificate
+
+    data = tmp_path / "tls"
+    data.mkdir()
+    with run_tls_app(data, sim) as url:
+        names = load_certificate(data / "tls" / "cert.pem", data / "tls" / "key.pem").names
+        other = next(n for n in names if n not in ("localhost", "127.0.0.1", "::1"))
+        port = port_of(url)
+        host = f"[{other}]:{port}" if ":" in other else f"{other}:{port}"
+        assert call(url, "GET", "/gradio_api/info", host=host)[0] == 200, host
+        assert call(url, "GET", "/gradio_api/info", host=f"{EVIL}:{port}")[0] == 421
+        assert handshake(url, host=f"{EVIL}:{port}") == 421
+
+
+# --- 2. no login, no network ---------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def proxy(open_app: App, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    with run_nginx(tmp_path_factory.mktemp("nginx"), open_app.url) as url:
+        yield url
+
+
+@pytest.mark.parametrize(("method", "path"), ROUTES)
+def test_without_a_login_nothing_is_served_through_a_reverse_proxy(proxy, method, path):
+    status, text = call(proxy, method, path)
+    assert status == 403, (status, text[:200])
+    assert "ASSISTANT_AUTH" in text
+
+
+def test_without_a_login_the_microphone_stream_is_refused_through_a_reverse_proxy(proxy):
+    assert handshake(proxy) == 403
+
+
+@pytest.mark.parametrize(
+    "header",
+    [{"Forwarded": "for=203.0.113.9"}, {"X-Real-IP": "203.0.113.9"},
+     {"X-Forwarded-Host": "assistant.example.org"}, {"Via": "1.1 proxy"}],
+)  # fmt: skip
+def test_without_a_login_any_proxy_header_is_refused(open_app, header):
+    status, text = call(open_app.url, "GET", "/", **header)
+    assert status == 403 and "ASSISTANT_AUTH" in text
+
+
+# --- 3. every route behind the login; a session belongs to its login --------------------------
+
+
+@pytest.mark.parametrize(
+    ("method", "path"),
+    [("POST", "/gradio_api/cancel"), ("POST", "/gradio_api/reset"),
+     ("GET", "/gradio_api/heartbeat/s"), ("POST", "/gradio_api/stream/e"),
+     ("POST", "/gradio_api/stream/e/close"),
+     ("GET", "/gradio_api/stream/s/0/1/playlist.m3u8"),
+     ("GET", "/gradio_api/queue/data?session_hash=s"), ("GET", "/gradio_api/info")],
+)  # fmt: skip
+def test_every_gradio_route_needs_the_login(guarded, method, path):
+    status, text = call(guarded.url, method, path)
+    assert status == 401, (status, text[:200])
+
+
+def test_without_the_login_only_the_login_page_answers(guarded):
+    assert call(guarded.url, "GET", "/")[0] == 200  # Gradio's login form
+    assert handshake(guarded.url) == 401
+    assert logged_in(guarded, "ann")  # and the login itself works
+
+
+def client_of(app: App, user: str) -> httpx.Client:
+    return httpx.Client(base_url=app.url, cookies=logged_in(app, user), timeout=30)
+
+
+def test_a_gradio_session_belongs_to_the_login_that_opened_it(guarded):
+    session = "ann-session-26"
+    cancel = {"session_hash": session, "event_id": "e", "fn_index": 0}
+    with client_of(guarded, "ann") as ann, client_of(guarded, "bob") as bob:
+        heartbeat = f"/gradio_api/heartbeat/{session}"
+        assert call(guarded.url, "GET", heartbeat, cookies=ann.cookies)[0] == 200
+        assert bob.post("gradio_api/cancel", json=cancel).status_code == 403
+        queued = bob.get("gradio_api/queue/data", params={"session_hash": session})
+        assert queued.status_code == 403
+        assert call(guarded.url, "GET", heartbeat, cookies=bob.cookies)[0] == 403
+        assert ann.post("gradio_api/cancel", json=cancel).status_code == 200
+
+
+def test_an_event_belongs_to_the_login_that_started_it(guarded):
+    with client_of(guarded, "ann") as ann, client_of(guarded, "bob") as bob:
+        config = ann.get("config").json()
+        jobs = next(d["id"] for d in config["dependencies"] if d.get("api_name") == "jobs")
+        join = {"data": [], "fn_index": jobs, "session_hash": "ann-26b", "event_data": None,
+                "trigger_id": None}  # fmt: skip
+        joined = ann.post("gradio_api/queue/join", json=join)
+        assert joined.status_code == 200, joined.text
+        event = joined.json()["event_id"]
+        # bob's own session, ann's event: Gradio cancels by the event id alone
+        cancel = {"session_hash": "bob-26b", "event_id": event, "fn_index": jobs}
+        refused = bob.post("gradio_api/cancel", json=cancel)
+        assert refused.status_code == 403, refused.text
+        assert bob.post(f"gradio_api/stream/{event}/close").status_code == 403
