@@ -88,10 +88,18 @@ class Pipeline:
         if request.speak and tts is not None:
             events = speak(events, tts, rec)
         partial = _Partial()
+        # stored from its start, unless it is a hands-free reply prepared before the person
+        # had finished: that is not their turn until it is kept
+        pending = keep_stopped is None
         try:
             async with contextlib.aclosing(events) as stages:
                 async for event in stages:
                     partial.add(event)
+                    if pending and event.kind == "route" and event.decision is not None:
+                        rec.begin(event.decision, conversation_id=request.conversation_id,
+                                  text=heard[0], source=request.source)  # fmt: skip
+                    elif event.kind in ("content", "reasoning"):
+                        rec.progress(partial.reply, partial.reasoning)
                     if event.kind == "done" and event.result is not None:
                         if hold is not None:
                             await hold()
