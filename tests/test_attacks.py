@@ -8,6 +8,9 @@ list one extra name in ASSISTANT_ALLOWED_HOSTS. The proxy is Debian's nginx (`pr
 from __future__ import annotations
 
 import contextlib
+import functools
+import os
+import signal
 import socket
 import ssl
 import sys
@@ -19,12 +22,17 @@ from urllib.parse import urlsplit
 
 import httpx
 import pytest
+from gradio_client import Client
 
 from assistant.devtools.launcher import running
 from assistant.engine.embedded import free_port
+from assistant.records import StoredTurn
+from assistant.store.db import Store
+from assistant.store.jobs import MAX_CRASHES
 from tests.app_proc import CLI_SERVE, App, app_env, run_app
 from tests.proxy_proc import run_nginx
 from tests.simengine_proc import run_simengine
+from tests.waiting import wait_until
 
 USERS = {"ann": "pw-ann-26", "bob": "pw-bob-26"}
 AUTH = ",".join(f"{u}:{p}" for u, p in USERS.items())
@@ -289,3 +297,69 @@ def test_an_event_belongs_to_the_login_that_started_it(guarded):
         refused = bob.post("gradio_api/cancel", json=cancel)
         assert refused.status_code == 403, refused.text
         assert bob.post(f"gradio_api/stream/{event}/close").status_code == 403
+
+
+# --- 6. nothing lost on a crash ------------------------------------------------------------
+
+
+def test_kill_9_mid_reply_keeps_the_words_and_what_had_arrived(tmp_path):
+    data = tmp_path / "app"
+    # a reply of 600 words at 50 ms a word: half a minute to kill it in
+    with run_simengine("--token-ms", "50", "--answer-words", "600") as slow:
+        with run_app(data, slow, entry=CLI_SERVE) as first:
+            store = Store(data / "assistant.db")
+            ask = {"model": "assistant", "stream": True, "reasoning_effort": "low",
+                   "messages": [{"role": "user", "content": "words to keep 26"}]}  # fmt: skip
+            url = first.url + "v1/chat/completions"
+            with httpx.stream("POST", url, json=ask, timeout=60) as reply:
+                assert reply.status_code == 200
+                lines = reply.iter_lines()
+                next(line for line in lines if '"content":"' in line and 'content":""' not in line)
+
+                def saved() -> StoredTurn | None:
+                    turns = [
+                        t for c in store.conversations("local") for t in store.transcript(c.id)
+                    ]
+                    return next((t for t in turns if t.result.reply and t.result.incomplete), None)
+
+                wait_until(saved, 60, "the reply so far to be saved")
+                os.kill(first.proc.pid, signal.SIGKILL)
+                first.proc.wait()
+        with run_app(data, slow, entry=CLI_SERVE) as second:
+            (conversation,) = store.conversations("local")
+            (turn,) = store.transcript(conversation.id)
+            assert turn.user_text == "words to keep 26"
+            assert turn.result.reply and turn.result.incomplete
+            assert "stopped before this reply was complete" in (turn.result.error or "")
+            ask["stream"] = False
+            ask["messages"] = [{"role": "user", "content": "still here?"}]
+            after = httpx.post(second.url + "v1/chat/completions", json=ask, timeout=120)
+            assert after.status_code == 200
+        store.close()
+
+
+def job_running(store: Store, job_id: str) -> bool:
+    job = store.job(job_id)
+    return job is not None and job.state == "running" and job.reasoning_tokens > 0
+
+
+def test_a_job_that_keeps_killing_the_app_fails_instead_of_looping(tmp_path):
+    data = tmp_path / "app"
+    with run_simengine("--token-ms", "10", "--reasoning-tokens", "3000") as slow:
+        store = Store(data / "assistant.db")
+        job_id = ""
+        for crash in range(MAX_CRASHES):
+            with run_app(data, slow, entry=CLI_SERVE) as app:
+                if not job_id:
+                    task = "a task that takes the app down"
+                    job_id = Client(app.url, verbose=False).predict(task, "", api_name="/delegate")[
+                        "id"
+                    ]
+                busy = functools.partial(job_running, store, job_id)
+                wait_until(busy, 60, f"the job to run (start {crash + 1})")
+                os.kill(app.proc.pid, signal.SIGKILL)  # as if the job took the process down
+                app.proc.wait()
+        with run_app(data, slow, entry=CLI_SERVE):
+            wait_until(lambda: store.job(job_id).state == "failed", 60, "the job to fail")
+            assert f"stopped {MAX_CRASHES} times" in (store.job(job_id).error or "")
+        store.close()
