@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import json
 import os
 import signal
 import socket
 import ssl
+import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -363,3 +365,41 @@ def test_a_job_that_keeps_killing_the_app_fails_instead_of_looping(tmp_path):
             wait_until(lambda: store.job(job_id).state == "failed", 60, "the job to fail")
             assert f"stopped {MAX_CRASHES} times" in (store.job(job_id).error or "")
         store.close()
+
+
+# --- 7. idempotency --------------------------------------------------------------------------
+
+
+def cli(app: App, *args: str) -> subprocess.CompletedProcess:
+    """`assistant ARGS` beside the running app, on its data directory."""
+    env = app_env(app.data_dir, "http://127.0.0.1:9/v1")  # the CLI only queues: no engine call
+    return subprocess.run(
+        [sys.executable, "-m", "assistant.cli", *args], env=env, cwd=app.data_dir,
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+
+
+def test_a_job_key_reused_with_other_text_is_refused_by_the_cli(open_app):
+    first = cli(open_app, "delegate", "--no-wait", "--json", "--key", "k26", "write a poem")
+    assert first.returncode == 0, first.stderr
+    again = cli(open_app, "delegate", "--no-wait", "--json", "--key", "k26", "write a poem")
+    assert json.loads(again.stdout)["id"] == json.loads(first.stdout)["id"]  # a retry
+    other = cli(open_app, "delegate", "--no-wait", "--key", "k26", "delete everything")
+    assert other.returncode == 1 and "k26" in other.stderr and "other text" in other.stderr
+    assert other.stderr.count("\n") == 1 and "Traceback" not in other.stderr
+
+
+def test_v1_takes_an_idempotency_key_and_refuses_it_for_other_text(open_app):
+    url = open_app.url + "v1/chat/completions"
+
+    def ask(text: str, key: str) -> httpx.Response:
+        body = {"model": "assistant", "messages": [{"role": "user", "content": text}]}
+        return httpx.post(url, json=body, headers={"Idempotency-Key": key}, timeout=120)
+
+    first = ask("delegate: compare three sorting algorithms", "v1-key-26")
+    assert first.status_code == 200 and first.headers.get("x-assistant-job"), first.text
+    retried = ask("delegate: compare three sorting algorithms", "v1-key-26")
+    assert retried.headers.get("x-assistant-job") == first.headers["x-assistant-job"]
+    other = ask("delegate: something else entirely", "v1-key-26")
+    assert other.status_code == 409, other.text
+    assert "v1-key-26" in other.json()["error"]["message"]

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import Any
 
+from assistant.errors import Conflict
 from assistant.records import Job
 
 MAX_CRASHES = 3
@@ -49,7 +50,8 @@ class JobRows:
         idempotency_key: str | None = None,
         conversation_id: str | None = None,
     ) -> tuple[Job, bool]:
-        """Store a queued job; with a key already used by this owner, return that job instead."""
+        """Store a queued job; with a key already used by this owner, return that job instead
+        (Conflict if it was for other text)."""
         now = self.clock()
         with self.tx() as db:
             if idempotency_key:
@@ -57,6 +59,13 @@ class JobRows:
                     "SELECT * FROM jobs WHERE owner=? AND idempotency_key=?",
                     (owner, idempotency_key),
                 ).fetchone()
+                if row is not None and row["prompt"] != prompt:
+                    # a retried request repeats its text; other text under the same key is a
+                    # client's mistake, and answering with the old job would hide it
+                    raise Conflict(
+                        f"the key {idempotency_key!r} was already used for job {row['id']} "
+                        "with other text; use a new key for a new job"
+                    )
                 if row is not None:
                     return _job_from_row(row), False
             jid = uuid.uuid4().hex[:12]

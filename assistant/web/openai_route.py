@@ -127,6 +127,7 @@ class OpenAIRoute:
                 max_tokens=ask.max_tokens,
                 received_ms=received,
                 source="api",
+                job_key=ask.job_key,
             )
             events = self.pipeline.stream(turn)
             held, result = await self._until_first(events, to_end=not ask.stream)
