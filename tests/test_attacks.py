@@ -11,6 +11,7 @@ import contextlib
 import functools
 import json
 import os
+import re
 import signal
 import socket
 import ssl
@@ -403,3 +404,31 @@ def test_v1_takes_an_idempotency_key_and_refuses_it_for_other_text(open_app):
     other = ask("delegate: something else entirely", "v1-key-26")
     assert other.status_code == 409, other.text
     assert "v1-key-26" in other.json()["error"]["message"]
+
+
+@pytest.mark.browser
+def test_the_pages_delegate_button_sends_a_key_per_click(open_app):
+    from playwright.sync_api import expect, sync_playwright
+
+    store = Store(open_app.data_dir / "assistant.db")
+    before = {j.id for j in store.jobs()}
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(
+            executable_path="/usr/bin/chromium", args=["--headless=new", "--no-sandbox"]
+        )
+        try:
+            page = browser.new_page()
+            page.set_default_timeout(60_000)
+            page.goto(open_app.url)
+            handoffs = page.locator("#chatbot [data-testid=bot]", has_text="Handed off")
+            for clicks in (1, 2):
+                page.get_by_placeholder("Type a message").fill("summarize the history of tea")
+                page.get_by_role("button", name="Delegate", exact=True).click()
+                expect(handoffs).to_have_count(clicks, timeout=60_000)
+        finally:
+            browser.close()
+    made = [j for j in store.jobs() if j.id not in before]
+    keys = {j.idempotency_key or "" for j in made}
+    assert len(made) == 2 and len(keys) == 2, made  # one job per click, each its own key
+    assert all(re.fullmatch(r"[0-9a-f]{32}", k) for k in keys), keys
+    store.close()
