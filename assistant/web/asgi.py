@@ -3,6 +3,7 @@ reading a request's body once and handing it on."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -20,11 +21,16 @@ def header_map(scope: Scope) -> dict[str, str]:
 async def refuse(
     scope: Scope, send: Send, status: int, text: str, extra: dict[str, str] | None = None
 ) -> None:
-    """Answer `status` with a one-line plain-text reason. A WebSocket is refused during its
-    handshake with the same status where the server supports it (uvicorn does), so a client
-    sees 421/403/401 and the reason rather than a bare close."""
-    body = text.encode()
-    headers = [(b"content-type", b"text/plain; charset=utf-8")]
+    """Answer `status` with a one-line plain-text reason (on `/v1`, an OpenAI-style error, so
+    its clients show the reason). A WebSocket is refused during its handshake with the same
+    status where the server supports it (uvicorn does), so a client sees 421/403/401 and the
+    reason rather than a bare close."""
+    body, kind = text.encode(), b"text/plain; charset=utf-8"
+    if scope["path"].startswith("/v1/"):
+        error = "permission_error" if status == 403 else "invalid_request_error"
+        body = json.dumps({"error": {"message": text, "type": error, "code": None}}).encode()
+        kind = b"application/json"
+    headers = [(b"content-type", kind)]
     headers.append((b"content-length", str(len(body)).encode()))
     headers += [(k.encode(), v.encode()) for k, v in (extra or {}).items()]
     if scope["type"] == "websocket":
