@@ -88,6 +88,8 @@ class Settings:
     max_audio_s: float = 120.0
     max_jobs_per_user: int = 5
     max_queue: int = 64
+    max_api_per_user: int = 8
+    """`/v1` requests one login may have running at once (`max_queue` bounds them all)."""
     embedded_ctx: int = 4096
     embedded_slots: int = 1
     handsfree_pause_ms: int = 1500
@@ -210,6 +212,7 @@ def load_settings(env: dict[str, str] | None = None, toml_path: Path | None = No
             "max_audio_s",
             "max_jobs_per_user",
             "max_queue",
+            "max_api_per_user",
             "embedded_ctx",
             "embedded_slots",
             "handsfree_pause_ms",

@@ -32,6 +32,7 @@ from assistant.engine.embedded import free_port
 from assistant.records import StoredTurn
 from assistant.store.db import Store
 from assistant.store.jobs import MAX_CRASHES
+from assistant.turns.pipeline import STOPPED
 from tests.app_proc import CLI_SERVE, App, app_env, run_app
 from tests.proxy_proc import run_nginx
 from tests.simengine_proc import run_simengine
@@ -431,4 +432,58 @@ def test_the_pages_delegate_button_sends_a_key_per_click(open_app):
     keys = {j.idempotency_key or "" for j in made}
     assert len(made) == 2 and len(keys) == 2, made  # one job per click, each its own key
     assert all(re.fullmatch(r"[0-9a-f]{32}", k) for k in keys), keys
+    store.close()
+
+
+# --- 4. bounded by login (in part) --------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def slow_app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[App]:
+    """Replies of 600 words at 50 ms a word (half a minute), two /v1 requests per login."""
+    data = tmp_path_factory.mktemp("slow")
+    (data / "assistant.toml").write_text("max_api_per_user = 2\n")
+    with run_simengine("--token-ms", "50", "--answer-words", "600") as slow:
+        with run_app(data, slow, entry=CLI_SERVE, ASSISTANT_AUTH=AUTH) as app:
+            yield app
+
+
+def ask_body(text: str, stream: bool) -> dict[str, Any]:
+    return {"model": "assistant", "stream": stream, "reasoning_effort": "low",
+            "messages": [{"role": "user", "content": text}]}  # fmt: skip
+
+
+def bearer(user: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {user}:{USERS[user]}"}
+
+
+def test_one_login_cannot_take_every_v1_place(slow_app):
+    url = slow_app.url + "v1/chat/completions"
+    with contextlib.ExitStack() as held, httpx.Client(timeout=60) as http:
+        for n in range(2):  # ann's two places, held open while their replies stream
+            r = held.enter_context(
+                http.stream("POST", url, json=ask_body(f"hold {n}", True), headers=bearer("ann"))
+            )
+            assert r.status_code == 200
+        third = http.post(url, json=ask_body("one more", True), headers=bearer("ann"))
+        assert third.status_code == 429, third.text
+        assert "max_api_per_user" in third.json()["error"]["message"]
+        with http.stream("POST", url, json=ask_body("bob too", True), headers=bearer("bob")) as r:
+            assert r.status_code == 200  # another login is not held up by ann's
+
+
+def test_a_client_that_leaves_stops_its_non_streamed_turn(slow_app):
+    url = slow_app.url + "v1/chat/completions"
+    with pytest.raises(httpx.ReadTimeout):  # the client gives up and closes the connection
+        httpx.post(url, json=ask_body("leaving early 26", False), headers=bearer("bob"),
+                   timeout=httpx.Timeout(60, read=3))  # fmt: skip
+    store = Store(slow_app.data_dir / "assistant.db")
+
+    def stopped() -> StoredTurn | None:
+        turns = [t for c in store.conversations("bob") for t in store.transcript(c.id)]
+        mine = [t for t in turns if t.user_text == "leaving early 26"]
+        return next((t for t in mine if t.result.error == STOPPED), None)
+
+    turn = wait_until(stopped, 60, "the turn to stop")  # not the half minute of its reply
+    assert turn.result.incomplete
     store.close()
