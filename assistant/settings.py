@@ -90,6 +90,9 @@ class Settings:
     max_queue: int = 64
     max_api_per_user: int = 8
     """`/v1` requests one login may have running at once (`max_queue` bounds them all)."""
+    cache_max_age_s: int = 86400
+    """Gradio's cache (uploads, audio it served, exports): files older than this are deleted,
+    checked every hour (or every `cache_max_age_s`, if shorter)."""
     embedded_ctx: int = 4096
     embedded_slots: int = 1
     handsfree_pause_ms: int = 1500
@@ -213,6 +216,7 @@ def load_settings(env: dict[str, str] | None = None, toml_path: Path | None = No
             "max_jobs_per_user",
             "max_queue",
             "max_api_per_user",
+            "cache_max_age_s",
             "embedded_ctx",
             "embedded_slots",
             "handsfree_pause_ms",

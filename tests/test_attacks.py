@@ -440,11 +440,13 @@ def test_the_pages_delegate_button_sends_a_key_per_click(open_app):
 
 @pytest.fixture(scope="module")
 def slow_app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[App]:
-    """Replies of 600 words at 50 ms a word (half a minute), two /v1 requests per login."""
+    """Replies of 600 words at 50 ms a word (half a minute), two /v1 requests per login,
+    Gradio's cache (in `<data>/gradio`) kept for 2 s."""
     data = tmp_path_factory.mktemp("slow")
-    (data / "assistant.toml").write_text("max_api_per_user = 2\n")
+    (data / "assistant.toml").write_text("max_api_per_user = 2\ncache_max_age_s = 2\n")
+    env = {"ASSISTANT_AUTH": AUTH, "GRADIO_TEMP_DIR": str(data / "gradio")}
     with run_simengine("--token-ms", "50", "--answer-words", "600") as slow:
-        with run_app(data, slow, entry=CLI_SERVE, ASSISTANT_AUTH=AUTH) as app:
+        with run_app(data, slow, entry=CLI_SERVE, **env) as app:
             yield app
 
 
@@ -487,3 +489,16 @@ def test_a_client_that_leaves_stops_its_non_streamed_turn(slow_app):
     turn = wait_until(stopped, 60, "the turn to stop")  # not the half minute of its reply
     assert turn.result.incomplete
     store.close()
+
+
+# --- 5. disk (in part) -----------------------------------------------------------------------
+
+
+def test_gradios_cache_is_cleaned_on_a_schedule(slow_app):
+    with client_of(slow_app, "ann") as ann:
+        files = {"files": ("note.txt", b"an upload that should not stay forever")}
+        uploaded = ann.post("gradio_api/upload", files=files)
+        assert uploaded.status_code == 200, uploaded.text
+    (path,) = (Path(p) for p in uploaded.json())
+    assert path.is_file() and (slow_app.data_dir / "gradio") in path.parents
+    wait_until(lambda: not path.exists(), 60, "the upload to be cleaned from the cache")

@@ -41,6 +41,8 @@ STAMP_SENT_JS = (
     "(audio, history, session, speak, sent) => [audio, history, session, speak, Date.now()]"
 )
 """Push-to-talk: the page stamps the moment it sends a recording (its clock, epoch ms)."""
+CACHE_CHECK_S = 3600
+"""How often Gradio's cache is swept for files older than `cache_max_age_s`."""
 CLICK_KEY_JS = (
     "(text, history, session, speak, key) => [text, history, session, speak, "
     "Array.from(crypto.getRandomValues(new Uint8Array(16)), "
@@ -212,7 +214,9 @@ def build_ui(
     dash = Dash(rt.conversations, settings, rt.scheduler.depth, watch)
     private: dict[str, Any] = {"api_visibility": "private"}
 
-    with gr.Blocks(title="Assistant") as demo:
+    # Gradio's cache otherwise grows for as long as the app runs (issue 26)
+    cache = (min(CACHE_CHECK_S, settings.cache_max_age_s), settings.cache_max_age_s)
+    with gr.Blocks(title="Assistant", delete_cache=cache) as demo:
         session = gr.State(Session())
         side = build_conversations_panel()
         banner = gr.Markdown(elem_id="banner")
