@@ -502,3 +502,30 @@ def test_gradios_cache_is_cleaned_on_a_schedule(slow_app):
     (path,) = (Path(p) for p in uploaded.json())
     assert path.is_file() and (slow_app.data_dir / "gradio") in path.parents
     wait_until(lambda: not path.exists(), 60, "the upload to be cleaned from the cache")
+
+
+# --- findings: the logout link, the API's input ------------------------------------------------
+
+
+def test_another_site_cannot_log_a_login_out(guarded):
+    with client_of(guarded, "ann") as ann:
+        # what a browser sends for <img src="http://app/logout"> on another site
+        status, _ = call(guarded.url, "GET", "/logout", cookies=ann.cookies,
+                         Sec_Fetch_Site="cross-site", Sec_Fetch_Mode="no-cors")  # fmt: skip
+        assert status == 403
+        assert ann.get("gradio_api/info").status_code == 200  # still logged in
+        own = ann.get("logout", headers={"Sec-Fetch-Site": "same-origin"}, follow_redirects=False)
+        assert own.status_code == 302  # the page's own Logout still works
+
+
+@pytest.mark.parametrize(
+    ("body", "why"),
+    [('{"model": "assistant", "max_tokens": true, "messages": [{"role": "user", '
+      '"content": "hi"}]}', "max_tokens"),
+     ("[" * 100_000 + "]" * 100_000, "nested")],
+)  # fmt: skip
+def test_v1_refuses_malformed_input_as_a_client_error(open_app, body, why):
+    r = httpx.post(open_app.url + "v1/chat/completions", content=body,
+                   headers={"content-type": "application/json"}, timeout=60)  # fmt: skip
+    assert r.status_code == 400, r.text[:300]
+    assert why in r.json()["error"]["message"]

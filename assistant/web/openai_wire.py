@@ -202,7 +202,10 @@ def parse(body: Any, headers: dict[str, str], settings: Settings) -> Completion:
         else None
     )
     budget = body.get("max_completion_tokens") or body.get("max_tokens")
-    if budget is not None and (not isinstance(budget, int) or budget < 1):
+    # a JSON `true` is a Python int: refused by name
+    if budget is not None and (
+        isinstance(budget, bool) or not isinstance(budget, int) or budget < 1
+    ):
         raise ApiError(400, "max_tokens must be a positive whole number", "invalid_request_error")
     options = body.get("stream_options") or {}
     wait = body.get("wait") is True or headers.get(WAIT_HEADER, "").lower() in ("1", "true", "yes")
@@ -243,6 +246,8 @@ async def read_json(request: Request, limit: int = MAX_BODY_BYTES) -> Any:
         return json.loads(body)
     except ValueError as e:
         raise ApiError(400, f"the body is not JSON: {e}", "invalid_request_error") from e
+    except RecursionError as e:  # thousands of nested brackets: not a request, not a 500
+        raise ApiError(400, "the body's JSON is nested too deeply", "invalid_request_error") from e
 
 
 # --- who is asking -----------------------------------------------------------------------

@@ -167,6 +167,14 @@ class EdgeGuard:
         ):
             await refuse(scope, send, 403, "cross-origin request refused")
             return
+        # Gradio's GET /logout ends every session of the login; a link or an <img> on another
+        # site must not (a GET carries no Origin, but browsers say where it came from)
+        if scope["path"].rstrip("/") == "/logout" and headers.get("sec-fetch-site") in (
+            "cross-site",
+            "same-site",
+        ):
+            await refuse(scope, send, 403, "a logout from another site refused")
+            return
         if self.wall is not None:
             admitted = await self.wall.admit(scope, receive, send, headers)
             if isinstance(admitted, Refusal):
