@@ -22,10 +22,8 @@ from urllib.parse import parse_qs, urlsplit
 
 from assistant.settings import Settings
 from assistant.web.asgi import Receive, Scope, Send, TooLarge, header_map, read_body, refuse, replay
-from assistant.web.exposure import Exposure, Refusal, is_loopback
+from assistant.web.exposure import Exposure, Refusal, is_loopback  # noqa: F401  (re-exported)
 from assistant.web.login_wall import LoginWall
-
-__all__ = ["EdgeGuard", "LoginThrottle", "edge_middleware", "is_loopback", "launch_options"]
 
 LOGIN_BODY_MAX = 16 * 1024
 """A login form is two short fields; anything bigger is not a login."""
