@@ -441,9 +441,10 @@ def test_the_pages_delegate_button_sends_a_key_per_click(open_app):
 @pytest.fixture(scope="module")
 def slow_app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[App]:
     """Replies of 600 words at 50 ms a word (half a minute), two /v1 requests per login,
-    Gradio's cache (in `<data>/gradio`) kept for 2 s."""
+    Gradio's cache (in `<data>/gradio`) kept for 2 s, uploads of 1 MB."""
     data = tmp_path_factory.mktemp("slow")
-    (data / "assistant.toml").write_text("max_api_per_user = 2\ncache_max_age_s = 2\n")
+    settings = "max_api_per_user = 2\ncache_max_age_s = 2\nmax_upload_bytes = 1000000\n"
+    (data / "assistant.toml").write_text(settings)
     env = {"ASSISTANT_AUTH": AUTH, "GRADIO_TEMP_DIR": str(data / "gradio")}
     with run_simengine("--token-ms", "50", "--answer-words", "600") as slow:
         with run_app(data, slow, entry=CLI_SERVE, **env) as app:
@@ -502,6 +503,15 @@ def test_gradios_cache_is_cleaned_on_a_schedule(slow_app):
     (path,) = (Path(p) for p in uploaded.json())
     assert path.is_file() and (slow_app.data_dir / "gradio") in path.parents
     wait_until(lambda: not path.exists(), 60, "the upload to be cleaned from the cache")
+
+
+def test_one_upload_request_cannot_carry_more_than_the_cap(slow_app):
+    part = b"\0" * 600_000  # each file under the 1 MB cap, together over it
+    with client_of(slow_app, "ann") as ann:
+        many = [("files", (f"f{n}.bin", part)) for n in range(3)]
+        refused = ann.post("gradio_api/upload", files=many)
+        assert refused.status_code == 413 and "max_upload_bytes" in refused.text
+        assert ann.post("gradio_api/upload", files=many[:1]).status_code == 200
 
 
 # --- findings: the logout link, the API's input ------------------------------------------------

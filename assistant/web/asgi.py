@@ -63,6 +63,22 @@ async def read_body(receive: Receive, limit: int) -> bytes | None:
             return body
 
 
+def capped(receive: Receive, limit: int) -> Receive:
+    """A `receive` that ends the request as if the client had left once its body passes
+    `limit` bytes: the route stops reading and nothing past the limit is stored."""
+    seen = 0
+
+    async def capping() -> Message:
+        nonlocal seen
+        message = await receive()
+        seen += len(message.get("body", b""))
+        if message["type"] == "http.request" and seen > limit:
+            return {"type": "http.disconnect"}
+        return message
+
+    return capping
+
+
 def replay(body: bytes, receive: Receive) -> Receive:
     """A `receive` that gives the app the body already read, then the client's messages."""
     sent = False

@@ -21,12 +21,25 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from assistant.settings import Settings
-from assistant.web.asgi import Receive, Scope, Send, TooLarge, header_map, read_body, refuse, replay
+from assistant.web.asgi import (
+    Receive,
+    Scope,
+    Send,
+    TooLarge,
+    capped,
+    header_map,
+    read_body,
+    refuse,
+    replay,
+)
 from assistant.web.exposure import Exposure, Refusal, is_loopback  # noqa: F401  (re-exported)
 from assistant.web.login_wall import LoginWall
 
 LOGIN_BODY_MAX = 16 * 1024
 """A login form is two short fields; anything bigger is not a login."""
+UPLOAD_PATH = "/gradio_api/upload"
+MULTIPART_SLACK = 64 * 1024
+"""Room for an upload's multipart framing (boundaries, part headers) over the file itself."""
 MAX_TRACKED = 10_000
 """Throttle entries kept at most, oldest dropped first: memory stays bounded under a flood."""
 
@@ -142,11 +155,14 @@ class EdgeGuard:
         exposure: Exposure,
         throttle: LoginThrottle | None = None,
         wall: LoginWall | None = None,
+        upload_max: int = 0,
     ):
         self.app = app
         self.exposure = exposure
         self.throttle = throttle
         self.wall = wall
+        self.upload_max = upload_max
+        """An upload request's bytes at most (all its files and their multipart framing)."""
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] not in ("http", "websocket"):
@@ -179,6 +195,14 @@ class EdgeGuard:
                 await refuse(scope, send, admitted.status, admitted.reason)
                 return
             receive, send = admitted
+        if self.upload_max and scope["type"] == "http" and scope["path"] == UPLOAD_PATH:
+            # Gradio caps each file, not the request: one request could carry any number
+            declared = headers.get("content-length", "")
+            if declared.isdigit() and int(declared) > self.upload_max:
+                await refuse(scope, send, 413, f"an upload request is at most "
+                             f"{self.upload_max} bytes (max_upload_bytes)")  # fmt: skip
+                return
+            receive = capped(receive, self.upload_max)
         if (
             self.throttle is not None
             and scope["type"] == "http"
@@ -235,5 +259,6 @@ def edge_middleware(settings: Settings, certificate_names: Iterable[str] = ()) -
         exposure=Exposure.of(settings, certificate_names),
         throttle=LoginThrottle() if login else None,
         wall=LoginWall() if login else None,
+        upload_max=settings.max_upload_bytes + MULTIPART_SLACK,
     )
     return [guard]
