@@ -528,6 +528,18 @@ def test_another_site_cannot_log_a_login_out(guarded):
         assert own.status_code == 302  # the page's own Logout still works
 
 
+def test_rotating_ipv6_addresses_does_not_escape_the_login_throttle(guarded):
+    # a client with a /64 of its own, through a proxy on this machine (uvicorn believes its
+    # X-Forwarded-For): each failure from a new address of the same /64
+    def login(password: str, n: int) -> int:
+        forwarded = {"X-Forwarded-For": f"2001:db8:26:1::{n:x}"}
+        form = {"username": "ann", "password": password}
+        return httpx.post(guarded.url + "login", data=form, headers=forwarded).status_code
+
+    assert all(login("wrong", n) == 400 for n in range(1, 6))
+    assert login(USERS["ann"], 99) == 429  # locked for the whole /64, right password or not
+
+
 @pytest.mark.parametrize(
     ("body", "why"),
     [('{"model": "assistant", "max_tokens": true, "messages": [{"role": "user", '

@@ -11,6 +11,7 @@ README "Security" lists the advisories each option answers.
 
 from __future__ import annotations
 
+import ipaddress
 import tempfile
 import time
 from collections import OrderedDict, deque
@@ -40,6 +41,7 @@ LOGIN_BODY_MAX = 16 * 1024
 UPLOAD_PATH = "/gradio_api/upload"
 MULTIPART_SLACK = 64 * 1024
 """Room for an upload's multipart framing (boundaries, part headers) over the file itself."""
+IPV6_CLIENT_PREFIX = 64
 MAX_TRACKED = 10_000
 """Throttle entries kept at most, oldest dropped first: memory stays bounded under a flood."""
 
@@ -122,7 +124,22 @@ class LoginThrottle:
         self._failures.pop(self._keys(user, client)[0], None)
 
     def _keys(self, user: str, client: str) -> tuple[str, str]:
-        return f"user:{user[:128]}@{client}", f"client:{client}"
+        where = client_network(client)
+        return f"user:{user[:128]}@{where}", f"client:{where}"
+
+
+def client_network(client: str) -> str:
+    """Where failures are counted: an IPv4 address, or an IPv6 address's /64, which one
+    client usually has whole (rotating addresses inside it must not escape the count)."""
+    try:
+        address = ipaddress.ip_address(client)
+    except ValueError:
+        return client
+    if isinstance(address, ipaddress.IPv6Address):
+        if address.ipv4_mapped is not None:  # ::ffff:192.0.2.1 is that IPv4 client
+            return str(address.ipv4_mapped)
+        return str(ipaddress.IPv6Network((address, IPV6_CLIENT_PREFIX), strict=False))
+    return str(address)
 
     def _prune(self, now: float) -> None:
         while len(self._failures) > MAX_TRACKED:
