@@ -127,6 +127,12 @@ class LoginThrottle:
         where = client_network(client)
         return f"user:{user[:128]}@{where}", f"client:{where}"
 
+    def _prune(self, now: float) -> None:
+        while len(self._failures) > MAX_TRACKED:
+            self._failures.popitem(last=False)
+        if len(self._locked) > MAX_TRACKED:
+            self._locked = {k: t for k, t in self._locked.items() if t > now}
+
 
 def client_network(client: str) -> str:
     """Where failures are counted: an IPv4 address, or an IPv6 address's /64, which one
@@ -140,12 +146,6 @@ def client_network(client: str) -> str:
             return str(address.ipv4_mapped)
         return str(ipaddress.IPv6Network((address, IPV6_CLIENT_PREFIX), strict=False))
     return str(address)
-
-    def _prune(self, now: float) -> None:
-        while len(self._failures) > MAX_TRACKED:
-            self._failures.popitem(last=False)
-        if len(self._locked) > MAX_TRACKED:
-            self._locked = {k: t for k, t in self._locked.items() if t > now}
 
 
 def same_origin(origin: str, host: str | None) -> bool:
