@@ -70,3 +70,12 @@ def test_ids_in_paths_and_owners():
     owners.note("s:2", "bob")
     owners.note("s:3", "bob")  # past capacity: the least recently used is forgotten
     assert owners.claim("s:1", "bob")
+
+
+def test_login_failures_count_an_ipv6_client_by_its_64():
+    from assistant.web.security import client_network
+
+    assert client_network("2001:db8:1:2::5") == client_network("2001:db8:1:2:ffff::9")
+    assert client_network("2001:db8:1:3::5") != client_network("2001:db8:1:2::5")
+    assert client_network("::ffff:192.0.2.1") == client_network("192.0.2.1") == "192.0.2.1"
+    assert client_network("unknown") == "unknown"
