@@ -90,6 +90,8 @@ class Settings:
     max_queue: int = 64
     max_api_per_user: int = 8
     """`/v1` requests one login may have running at once (`max_queue` bounds them all)."""
+    login_max_age_s: int = 7 * 86400
+    """How long a login lasts before it must be given again (the page shows the login form)."""
     cache_max_age_s: int = 86400
     """Gradio's cache (uploads, audio it served, exports): files older than this are deleted,
     checked every hour (or every `cache_max_age_s`, if shorter)."""
@@ -217,6 +219,7 @@ def load_settings(env: dict[str, str] | None = None, toml_path: Path | None = No
             "max_queue",
             "max_api_per_user",
             "cache_max_age_s",
+            "login_max_age_s",
             "embedded_ctx",
             "embedded_slots",
             "handsfree_pause_ms",

@@ -441,9 +441,12 @@ def test_the_pages_delegate_button_sends_a_key_per_click(open_app):
 @pytest.fixture(scope="module")
 def slow_app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[App]:
     """Replies of 600 words at 50 ms a word (half a minute), two /v1 requests per login,
-    Gradio's cache (in `<data>/gradio`) kept for 2 s, uploads of 1 MB."""
+    Gradio's cache (in `<data>/gradio`) kept for 2 s, uploads of 1 MB, logins for 5 s."""
     data = tmp_path_factory.mktemp("slow")
-    settings = "max_api_per_user = 2\ncache_max_age_s = 2\nmax_upload_bytes = 1000000\n"
+    settings = (
+        "max_api_per_user = 2\ncache_max_age_s = 2\nmax_upload_bytes = 1000000\n"
+        "login_max_age_s = 5\n"
+    )
     (data / "assistant.toml").write_text(settings)
     env = {"ASSISTANT_AUTH": AUTH, "GRADIO_TEMP_DIR": str(data / "gradio")}
     with run_simengine("--token-ms", "50", "--answer-words", "600") as slow:
@@ -538,6 +541,16 @@ def test_rotating_ipv6_addresses_does_not_escape_the_login_throttle(guarded):
 
     assert all(login("wrong", n) == 400 for n in range(1, 6))
     assert login(USERS["ann"], 99) == 429  # locked for the whole /64, right password or not
+
+
+def test_a_login_expires(slow_app):
+    with client_of(slow_app, "ann") as ann:
+        assert ann.get("gradio_api/info").status_code == 200
+        expired = lambda: ann.get("gradio_api/info").status_code == 401  # noqa: E731
+        wait_until(expired, 60, "the login to expire")
+        assert ann.get("gradio_api/heartbeat/s").status_code == 401  # on every route
+    with client_of(slow_app, "ann") as again:  # logging in again works
+        assert again.get("gradio_api/info").status_code == 200
 
 
 @pytest.mark.parametrize(

@@ -12,8 +12,10 @@ the app handed to one login, used by another gets 403.
 from __future__ import annotations
 
 import json
+import time
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 from urllib.parse import parse_qs
 
 from starlette.requests import cookie_parser
@@ -41,14 +43,16 @@ MINTS_EVENTS = ("/queue/join", "/call/")
 JSON_BODY_MAX = 16 * 1024 * 1024
 """A Gradio call's JSON at most (the page sends its chat history with each turn); Gradio
 itself parses any size."""
+LOGIN_MAX_AGE_S = 7 * 86400.0
+"""How long a login lasts by default (`login_max_age_s`)."""
 MAX_OWNED = 20_000
 """Session and event ids remembered, the least recently used forgotten first. Gradio keeps
 the state of far fewer sessions (`server.SESSION_STATES`), so an id forgotten here has no
 state left to take over."""
 
 
-def login_of(scope: Scope, headers: dict[str, str]) -> str | None:
-    """The login behind a request: Gradio's own login cookie, looked up in its tokens."""
+def login_token(scope: Scope, headers: dict[str, str]) -> tuple[dict[str, Any], str] | None:
+    """Gradio's table of login tokens and the request's token in it (its login cookie)."""
     app = scope.get("app")
     cookie_id, tokens = getattr(app, "cookie_id", None), getattr(app, "tokens", None)
     if cookie_id is None or not isinstance(tokens, dict):
@@ -57,8 +61,7 @@ def login_of(scope: Scope, headers: dict[str, str]) -> str | None:
     token = cookies.get(f"access-token-{cookie_id}") or cookies.get(
         f"access-token-unsecure-{cookie_id}"
     )
-    user = tokens.get(token) if token else None
-    return str(user) if user else None
+    return (tokens, token) if token and tokens.get(token) else None
 
 
 def is_public(scope: Scope) -> bool:
@@ -121,14 +124,44 @@ class LoginWall:
     """Admits a request only with a login (outside the public routes), and a Gradio session or
     event only for the login it belongs to."""
 
-    def __init__(self, owners: Owners | None = None):
+    def __init__(
+        self,
+        max_age_s: float = LOGIN_MAX_AGE_S,
+        owners: Owners | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ):
+        self.max_age_s = max_age_s
         self.owners = owners or Owners()
+        self.clock = clock
+        self._seen: dict[str, float] = {}
+        """When each login token was first used (right after its login)."""
+
+    def login_of(self, scope: Scope, headers: dict[str, str]) -> str | None:
+        """The login behind a request; None once its token is older than `max_age_s` (Gradio
+        keeps tokens for as long as it runs): then Gradio forgets it too, and its page shows
+        the login form again."""
+        found = login_token(scope, headers)
+        if found is None:
+            return None
+        tokens, token = found
+        now = self.clock()
+        if now - self._seen.setdefault(token, now) <= self.max_age_s:
+            self._forget_gone(tokens)
+            return str(tokens[token])
+        tokens.pop(token, None)
+        self._seen.pop(token, None)
+        return None
+
+    def _forget_gone(self, tokens: dict[str, Any]) -> None:
+        # tokens Gradio no longer has (logged out) need no date: memory stays bounded
+        if len(self._seen) > 2 * len(tokens) + 100:
+            self._seen = {t: at for t, at in self._seen.items() if t in tokens}
 
     async def admit(
         self, scope: Scope, receive: Receive, send: Send, headers: dict[str, str]
     ) -> Refusal | tuple[Receive, Send]:
         """Why it is refused, or the (receive, send) to go on with."""
-        user = login_of(scope, headers)
+        user = self.login_of(scope, headers)
         if user is None:
             if is_public(scope):
                 return receive, send

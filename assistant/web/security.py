@@ -275,7 +275,7 @@ def edge_middleware(settings: Settings, certificate_names: Iterable[str] = ()) -
         EdgeGuard,
         exposure=Exposure.of(settings, certificate_names),
         throttle=LoginThrottle() if login else None,
-        wall=LoginWall() if login else None,
+        wall=LoginWall(settings.login_max_age_s) if login else None,
         upload_max=settings.max_upload_bytes + MULTIPART_SLACK,
     )
     return [guard]
