@@ -495,6 +495,26 @@ def test_a_client_that_leaves_stops_its_non_streamed_turn(slow_app):
     store.close()
 
 
+def test_a_call_cannot_send_audio_faster_than_real_time(open_app):
+    import asyncio
+
+    import websockets
+
+    async def flood() -> list[str]:
+        said: list[str] = []
+        url = open_app.url.replace("http://", "ws://") + "listen"
+        async with websockets.connect(url) as ws:
+            for _ in range(100):  # 10 s of audio (100 ms frames) sent at once
+                await ws.send(bytes(3200))
+            with contextlib.suppress(websockets.exceptions.ConnectionClosed, TimeoutError):
+                while True:
+                    said.append(str(await asyncio.wait_for(ws.recv(), 30)))
+        return said
+
+    said = asyncio.run(flood())
+    assert any("faster than" in m for m in said), said
+
+
 # --- 5. disk (in part) -----------------------------------------------------------------------
 
 
