@@ -14,6 +14,7 @@ import os
 import re
 import signal
 import socket
+import sqlite3
 import ssl
 import subprocess
 import sys
@@ -342,31 +343,44 @@ def test_kill_9_mid_reply_keeps_the_words_and_what_had_arrived(tmp_path):
         store.close()
 
 
-def job_running(store: Store, job_id: str) -> bool:
-    job = store.job(job_id)
-    return job is not None and job.state == "running" and job.reasoning_tokens > 0
+def lease_holder(db: Path, job_id: str, other_than: str) -> str | None:
+    """The worker running the job (`host:pid:tag`) once it has made progress, unless that is
+    `other_than` (a worker already killed)."""
+    with contextlib.closing(sqlite3.connect(db)) as c:
+        row = c.execute(
+            "SELECT lease_owner FROM jobs WHERE id=? AND state='running' AND reasoning_tokens>0",
+            (job_id,),
+        ).fetchone()
+    holder = row[0] if row else None
+    return holder if holder and holder != other_than else None
 
 
-def test_a_job_that_keeps_killing_the_app_fails_instead_of_looping(tmp_path):
+def test_a_job_that_keeps_killing_its_process_fails_instead_of_looping(tmp_path):
     data = tmp_path / "app"
+    db = data / "assistant.db"
     with run_simengine("--token-ms", "10", "--reasoning-tokens", "3000") as slow:
-        store = Store(data / "assistant.db")
-        job_id = ""
-        for crash in range(MAX_CRASHES):
+        job_id, killed, holder = "", 0, ""
+        while killed < MAX_CRASHES:
             with run_app(data, slow, entry=CLI_SERVE) as app:
                 if not job_id:
-                    task = "a task that takes the app down"
+                    task = "a task that takes its process down"
                     job_id = Client(app.url, verbose=False).predict(task, "", api_name="/delegate")[
                         "id"
                     ]
-                busy = functools.partial(job_running, store, job_id)
-                wait_until(busy, 60, f"the job to run (start {crash + 1})")
-                os.kill(app.proc.pid, signal.SIGKILL)  # as if the job took the process down
-                app.proc.wait()
+                while killed < MAX_CRASHES:
+                    running = functools.partial(lease_holder, db, job_id, holder)
+                    holder = wait_until(running, 120, f"the job to run again ({killed} kills)")
+                    pid = int(holder.split(":")[1])
+                    os.kill(pid, signal.SIGKILL)  # as if the job took its process down
+                    killed += 1
+                    if pid == app.proc.pid:  # the app ran it itself: start the app again
+                        app.proc.wait()
+                        break
         with run_app(data, slow, entry=CLI_SERVE):
-            wait_until(lambda: store.job(job_id).state == "failed", 60, "the job to fail")
+            store = Store(db)
+            wait_until(lambda: store.job(job_id).state == "failed", 120, "the job to fail")
             assert f"stopped {MAX_CRASHES} times" in (store.job(job_id).error or "")
-        store.close()
+            store.close()
 
 
 # --- 7. idempotency --------------------------------------------------------------------------
