@@ -1,8 +1,10 @@
 """The attack suite (issue 26): each test is an attack on the running app over real HTTP or
 WebSocket, and each failed on the code before the fix.
 
-Apps: `open_app` runs without a login (the default set-up), `guarded` with two logins; both
-list one extra name in ASSISTANT_ALLOWED_HOSTS. The proxy is Debian's nginx (`proxy_proc`).
+Sections follow the issue's items (1 to 7), then the other findings it lists. Apps:
+`open_app` runs without a login (the default set-up), `guarded` with two logins, both listing
+one extra name in ASSISTANT_ALLOWED_HOSTS; `slow_app` (two logins) has slow replies and small
+limits; the crash tests start their own. The proxy is Debian's nginx (`proxy_proc`).
 """
 
 from __future__ import annotations
@@ -304,6 +306,108 @@ def test_an_event_belongs_to_the_login_that_started_it(guarded):
         assert bob.post(f"gradio_api/stream/{event}/close").status_code == 403
 
 
+# --- 4. bounded by login (in part) --------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def slow_app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[App]:
+    """Replies of 600 words at 50 ms a word (half a minute), two /v1 requests per login,
+    Gradio's cache (in `<data>/gradio`) kept for 2 s, uploads of 1 MB, logins for 5 s."""
+    data = tmp_path_factory.mktemp("slow")
+    settings = (
+        "max_api_per_user = 2\ncache_max_age_s = 2\nmax_upload_bytes = 1000000\n"
+        "login_max_age_s = 5\n"
+    )
+    (data / "assistant.toml").write_text(settings)
+    env = {"ASSISTANT_AUTH": AUTH, "GRADIO_TEMP_DIR": str(data / "gradio")}
+    with run_simengine("--token-ms", "50", "--answer-words", "600") as slow:
+        with run_app(data, slow, entry=CLI_SERVE, **env) as app:
+            yield app
+
+
+def ask_body(text: str, stream: bool) -> dict[str, Any]:
+    return {"model": "assistant", "stream": stream, "reasoning_effort": "low",
+            "messages": [{"role": "user", "content": text}]}  # fmt: skip
+
+
+def bearer(user: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {user}:{USERS[user]}"}
+
+
+def test_one_login_cannot_take_every_v1_place(slow_app):
+    url = slow_app.url + "v1/chat/completions"
+    with contextlib.ExitStack() as held, httpx.Client(timeout=60) as http:
+        for n in range(2):  # ann's two places, held open while their replies stream
+            r = held.enter_context(
+                http.stream("POST", url, json=ask_body(f"hold {n}", True), headers=bearer("ann"))
+            )
+            assert r.status_code == 200
+        third = http.post(url, json=ask_body("one more", True), headers=bearer("ann"))
+        assert third.status_code == 429, third.text
+        assert "max_api_per_user" in third.json()["error"]["message"]
+        with http.stream("POST", url, json=ask_body("bob too", True), headers=bearer("bob")) as r:
+            assert r.status_code == 200  # another login is not held up by ann's
+
+
+def test_a_client_that_leaves_stops_its_non_streamed_turn(slow_app):
+    url = slow_app.url + "v1/chat/completions"
+    with pytest.raises(httpx.ReadTimeout):  # the client gives up and closes the connection
+        httpx.post(url, json=ask_body("leaving early 26", False), headers=bearer("bob"),
+                   timeout=httpx.Timeout(60, read=3))  # fmt: skip
+    store = Store(slow_app.data_dir / "assistant.db")
+
+    def stopped() -> StoredTurn | None:
+        turns = [t for c in store.conversations("bob") for t in store.transcript(c.id)]
+        mine = [t for t in turns if t.user_text == "leaving early 26"]
+        return next((t for t in mine if t.result.error == STOPPED), None)
+
+    turn = wait_until(stopped, 60, "the turn to stop")  # not the half minute of its reply
+    assert turn.result.incomplete
+    store.close()
+
+
+def test_a_call_cannot_send_audio_faster_than_real_time(open_app):
+    import asyncio
+
+    import websockets
+
+    async def flood() -> list[str]:
+        said: list[str] = []
+        url = open_app.url.replace("http://", "ws://") + "listen"
+        async with websockets.connect(url) as ws:
+            for _ in range(100):  # 10 s of audio (100 ms frames) sent at once
+                await ws.send(bytes(3200))
+            with contextlib.suppress(websockets.exceptions.ConnectionClosed, TimeoutError):
+                while True:
+                    said.append(str(await asyncio.wait_for(ws.recv(), 30)))
+        return said
+
+    said = asyncio.run(flood())
+    assert any("faster than" in m for m in said), said
+
+
+# --- 5. disk (in part) -----------------------------------------------------------------------
+
+
+def test_gradios_cache_is_cleaned_on_a_schedule(slow_app):
+    with client_of(slow_app, "ann") as ann:
+        files = {"files": ("note.txt", b"an upload that should not stay forever")}
+        uploaded = ann.post("gradio_api/upload", files=files)
+        assert uploaded.status_code == 200, uploaded.text
+    (path,) = (Path(p) for p in uploaded.json())
+    assert path.is_file() and (slow_app.data_dir / "gradio") in path.parents
+    wait_until(lambda: not path.exists(), 60, "the upload to be cleaned from the cache")
+
+
+def test_one_upload_request_cannot_carry_more_than_the_cap(slow_app):
+    part = b"\0" * 600_000  # each file under the 1 MB cap, together over it
+    with client_of(slow_app, "ann") as ann:
+        many = [("files", (f"f{n}.bin", part)) for n in range(3)]
+        refused = ann.post("gradio_api/upload", files=many)
+        assert refused.status_code == 413 and "max_upload_bytes" in refused.text
+        assert ann.post("gradio_api/upload", files=many[:1]).status_code == 200
+
+
 # --- 6. nothing lost on a crash ------------------------------------------------------------
 
 
@@ -447,108 +551,6 @@ def test_the_pages_delegate_button_sends_a_key_per_click(open_app):
     assert len(made) == 2 and len(keys) == 2, made  # one job per click, each its own key
     assert all(re.fullmatch(r"[0-9a-f]{32}", k) for k in keys), keys
     store.close()
-
-
-# --- 4. bounded by login (in part) --------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def slow_app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[App]:
-    """Replies of 600 words at 50 ms a word (half a minute), two /v1 requests per login,
-    Gradio's cache (in `<data>/gradio`) kept for 2 s, uploads of 1 MB, logins for 5 s."""
-    data = tmp_path_factory.mktemp("slow")
-    settings = (
-        "max_api_per_user = 2\ncache_max_age_s = 2\nmax_upload_bytes = 1000000\n"
-        "login_max_age_s = 5\n"
-    )
-    (data / "assistant.toml").write_text(settings)
-    env = {"ASSISTANT_AUTH": AUTH, "GRADIO_TEMP_DIR": str(data / "gradio")}
-    with run_simengine("--token-ms", "50", "--answer-words", "600") as slow:
-        with run_app(data, slow, entry=CLI_SERVE, **env) as app:
-            yield app
-
-
-def ask_body(text: str, stream: bool) -> dict[str, Any]:
-    return {"model": "assistant", "stream": stream, "reasoning_effort": "low",
-            "messages": [{"role": "user", "content": text}]}  # fmt: skip
-
-
-def bearer(user: str) -> dict[str, str]:
-    return {"Authorization": f"Bearer {user}:{USERS[user]}"}
-
-
-def test_one_login_cannot_take_every_v1_place(slow_app):
-    url = slow_app.url + "v1/chat/completions"
-    with contextlib.ExitStack() as held, httpx.Client(timeout=60) as http:
-        for n in range(2):  # ann's two places, held open while their replies stream
-            r = held.enter_context(
-                http.stream("POST", url, json=ask_body(f"hold {n}", True), headers=bearer("ann"))
-            )
-            assert r.status_code == 200
-        third = http.post(url, json=ask_body("one more", True), headers=bearer("ann"))
-        assert third.status_code == 429, third.text
-        assert "max_api_per_user" in third.json()["error"]["message"]
-        with http.stream("POST", url, json=ask_body("bob too", True), headers=bearer("bob")) as r:
-            assert r.status_code == 200  # another login is not held up by ann's
-
-
-def test_a_client_that_leaves_stops_its_non_streamed_turn(slow_app):
-    url = slow_app.url + "v1/chat/completions"
-    with pytest.raises(httpx.ReadTimeout):  # the client gives up and closes the connection
-        httpx.post(url, json=ask_body("leaving early 26", False), headers=bearer("bob"),
-                   timeout=httpx.Timeout(60, read=3))  # fmt: skip
-    store = Store(slow_app.data_dir / "assistant.db")
-
-    def stopped() -> StoredTurn | None:
-        turns = [t for c in store.conversations("bob") for t in store.transcript(c.id)]
-        mine = [t for t in turns if t.user_text == "leaving early 26"]
-        return next((t for t in mine if t.result.error == STOPPED), None)
-
-    turn = wait_until(stopped, 60, "the turn to stop")  # not the half minute of its reply
-    assert turn.result.incomplete
-    store.close()
-
-
-def test_a_call_cannot_send_audio_faster_than_real_time(open_app):
-    import asyncio
-
-    import websockets
-
-    async def flood() -> list[str]:
-        said: list[str] = []
-        url = open_app.url.replace("http://", "ws://") + "listen"
-        async with websockets.connect(url) as ws:
-            for _ in range(100):  # 10 s of audio (100 ms frames) sent at once
-                await ws.send(bytes(3200))
-            with contextlib.suppress(websockets.exceptions.ConnectionClosed, TimeoutError):
-                while True:
-                    said.append(str(await asyncio.wait_for(ws.recv(), 30)))
-        return said
-
-    said = asyncio.run(flood())
-    assert any("faster than" in m for m in said), said
-
-
-# --- 5. disk (in part) -----------------------------------------------------------------------
-
-
-def test_gradios_cache_is_cleaned_on_a_schedule(slow_app):
-    with client_of(slow_app, "ann") as ann:
-        files = {"files": ("note.txt", b"an upload that should not stay forever")}
-        uploaded = ann.post("gradio_api/upload", files=files)
-        assert uploaded.status_code == 200, uploaded.text
-    (path,) = (Path(p) for p in uploaded.json())
-    assert path.is_file() and (slow_app.data_dir / "gradio") in path.parents
-    wait_until(lambda: not path.exists(), 60, "the upload to be cleaned from the cache")
-
-
-def test_one_upload_request_cannot_carry_more_than_the_cap(slow_app):
-    part = b"\0" * 600_000  # each file under the 1 MB cap, together over it
-    with client_of(slow_app, "ann") as ann:
-        many = [("files", (f"f{n}.bin", part)) for n in range(3)]
-        refused = ann.post("gradio_api/upload", files=many)
-        assert refused.status_code == 413 and "max_upload_bytes" in refused.text
-        assert ann.post("gradio_api/upload", files=many[:1]).status_code == 200
 
 
 # --- findings: the logout link, the API's input ------------------------------------------------
