@@ -35,5 +35,9 @@ class Busy(AssistantError):
     """A bounded queue or a per-user limit is full."""
 
 
+class Conflict(AssistantError):
+    """The request contradicts an earlier one: a job key already used for other text."""
+
+
 class ModelMissing(AssistantError):
     """A named model is not on disk; the message says how to get it."""

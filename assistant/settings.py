@@ -95,6 +95,13 @@ class Settings:
     max_audio_s: float = 120.0
     max_jobs_per_user: int = 5
     max_queue: int = 64
+    max_api_per_user: int = 8
+    """`/v1` requests one login may have running at once (`max_queue` bounds them all)."""
+    login_max_age_s: int = 7 * 86400
+    """How long a login lasts before it must be given again (the page shows the login form)."""
+    cache_max_age_s: int = 86400
+    """Gradio's cache (uploads, audio it served, exports): files older than this are deleted,
+    checked every hour (or every `cache_max_age_s`, if shorter)."""
     embedded_ctx: int = 4096
     embedded_slots: int = 1
     handsfree_pause_ms: int = 1500
@@ -103,6 +110,9 @@ class Settings:
     tls_cert: Path | None = None
     tls_key: Path | None = None
     """PEM files: serve HTTPS with them (see `web.tls`); both or neither."""
+    allowed_hosts: tuple[str, ...] = ()
+    """Host names served besides localhost and loopback addresses (and the `--tls`
+    certificate's names); any other `Host` is refused (`web.exposure`, DNS rebinding)."""
 
     @property
     def db_path(self) -> Path:
@@ -120,6 +130,24 @@ def _parse_auth(raw: str) -> tuple[tuple[str, str], ...]:
             raise ConfigError("ASSISTANT_AUTH must be user:password[,user:password]")
         pairs.append((user, password))
     return tuple(pairs)
+
+
+def _parse_hosts(raw: Any) -> tuple[str, ...]:
+    """ASSISTANT_ALLOWED_HOSTS: comma-separated host names or addresses, without scheme or
+    port (a TOML list works too); compared without case."""
+    items = raw if isinstance(raw, list) else str(raw).split(",")
+    hosts = []
+    for item in items:
+        name = str(item).strip().lower()
+        if not name:
+            continue
+        if any(c in name for c in "/@ \t") or (name.count(":") == 1 and "[" not in name):
+            raise ConfigError(
+                f"ASSISTANT_ALLOWED_HOSTS: {item!r} is not a host name; give names only "
+                "(e.g. assistant.example.org,192.168.1.20), without scheme or port"
+            )
+        hosts.append(name.strip("[]"))
+    return tuple(dict.fromkeys(hosts))
 
 
 def _tls_files(cert: Any, key: Any) -> tuple[Path | None, Path | None]:
@@ -196,6 +224,9 @@ def load_settings(env: dict[str, str] | None = None, toml_path: Path | None = No
             "max_audio_s",
             "max_jobs_per_user",
             "max_queue",
+            "max_api_per_user",
+            "cache_max_age_s",
+            "login_max_age_s",
             "embedded_ctx",
             "embedded_slots",
             "handsfree_pause_ms",
@@ -219,5 +250,6 @@ def load_settings(env: dict[str, str] | None = None, toml_path: Path | None = No
         deep=_lane_from(default_deep_lane(), lanes["deep"]),
         tls_cert=tls_cert,
         tls_key=tls_key,
+        allowed_hosts=_parse_hosts(pick("ASSISTANT_ALLOWED_HOSTS", "allowed_hosts", "")),
         **extra,
     )

@@ -21,8 +21,10 @@ if [ "${1:-}" = "--test" ]; then extras="[test]"; fi
 .venv/bin/python -m pip install -q --no-deps pipecat-ai==1.14.0
 # The real-vLLM test tier: vLLM for CPU in an environment of its own (no torch in .venv).
 if [ "${1:-}" = "--test" ]; then ./scripts/setup_vllm.sh; fi
-if [ "${1:-}" = "--test" ] && ! command -v chromium >/dev/null 2>&1; then
+# nginx: the reverse proxy the attack tests put in front of the app (tests/test_attacks.py).
+if [ "${1:-}" = "--test" ] && { ! command -v chromium >/dev/null 2>&1 ||
+  ! PATH="$PATH:/usr/sbin" command -v nginx >/dev/null 2>&1; }; then
   if [ "$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi
-  # No fallback: the browser tests must run, so a failed install fails the set-up.
-  $SUDO apt-get update -qq && $SUDO apt-get install -y -qq chromium >/dev/null
+  # No fallback: the browser and proxy tests must run, so a failed install fails the set-up.
+  $SUDO apt-get update -qq && $SUDO apt-get install -y -qq chromium nginx >/dev/null
 fi

@@ -30,6 +30,7 @@ TIERS = {
     "test_browser_handsfree": ("browser", "process", "model"),
     "test_browser_tls": ("browser", "process", "model"),
     "test_listener": ("model",),
+    "test_attacks": ("process",),
     "test_build": ("process",),
     "test_chat": ("process",),
     "test_ci": ("process",),

@@ -485,7 +485,7 @@ def test_the_handsfree_stream_needs_the_login_and_the_same_origin(app):
         except websockets.exceptions.ConnectionClosed as e:
             return f"closed {e.rcvd.code if e.rcvd else None}"
 
-    assert asyncio.run(attempt({})) == "refused 403"  # no login: no microphone stream
+    assert asyncio.run(attempt({})) == "refused 401"  # no login: no microphone stream
     assert asyncio.run(attempt({"Cookie": cookie, "Origin": "http://evil.example"})) == (
         "refused 403"  # another site's page cannot open it with the user's cookie
     )

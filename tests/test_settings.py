@@ -48,3 +48,15 @@ def test_bad_settings_say_what_is_wrong(tmp_path, env, toml, message):
     path.write_text(toml)
     with pytest.raises(ConfigError, match=message):
         load_settings(env=env, toml_path=path)
+
+
+def test_allowed_hosts_are_names_without_scheme_or_port(tmp_path):
+    env = {"ASSISTANT_ALLOWED_HOSTS": " Assistant.LAN, 192.168.1.20 ,[fd00::2],,"}
+    s = load_settings(env=env, toml_path=tmp_path / "none")
+    assert s.allowed_hosts == ("assistant.lan", "192.168.1.20", "fd00::2")
+    toml = tmp_path / "assistant.toml"
+    toml.write_text('allowed_hosts = ["box.local"]\n')
+    assert load_settings(env={}, toml_path=toml).allowed_hosts == ("box.local",)
+    for bad in ("http://box.local", "box.local:7860", "a b"):
+        with pytest.raises(ConfigError, match="ASSISTANT_ALLOWED_HOSTS"):
+            load_settings(env={"ASSISTANT_ALLOWED_HOSTS": bad}, toml_path=tmp_path / "none")

@@ -5,7 +5,8 @@ from __future__ import annotations
 import sqlite3
 
 from assistant.records import Timings, TurnResult
-from assistant.store.db import MIGRATIONS, Store
+from assistant.store.db import MIGRATIONS, PENDING, Store
+from assistant.store.jobs import MAX_CRASHES
 
 
 def test_migrations_run_once_and_wal_is_on(tmp_path):
@@ -86,6 +87,37 @@ def test_recover_running_requeues_expired_leases(tmp_path):
     store.claim_job("dead", lease_s=-1)  # already expired
     assert store.recover_running() == 1
     assert store.job(job.id).state == "queued"
+
+
+def test_a_turn_is_stored_when_it_starts_and_its_end_over_it(tmp_path):
+    store = Store(tmp_path / "a.db")
+    cid = store.new_conversation("ann")
+    tid = store.start_turn(cid, "what I said", "chat", "classifier 0.9")
+    store.save_partial(tid, "the first words", "")
+    # the process dies here: the words and what had arrived stay, marked incomplete
+    (said, kept), = Store(tmp_path / "a.db").turns(cid)  # fmt: skip
+    assert said == "what I said" and kept.reply == "the first words"
+    assert kept.incomplete and kept.error == PENDING and kept.finish_reason == "interrupted"
+    done = TurnResult("the whole reply", "chat", "classifier 0.9", "stop")
+    assert store.add_turn(cid, "what I said", done, turn_id=tid) == tid
+    (said, ended), = store.turns(cid)  # fmt: skip
+    assert ended.reply == "the whole reply" and not ended.incomplete and ended.error is None
+
+
+def test_a_job_that_takes_its_worker_down_fails_after_max_crashes(tmp_path):
+    store = Store(tmp_path / "a.db")
+    job, _ = store.create_job("ann", "task", 32768)
+    for crash in range(1, MAX_CRASHES):
+        assert store.claim_job(f"w{crash}", lease_s=30) is not None
+        assert store.recover_running(lambda worker: True) == 1  # its worker is gone
+        assert store.job(job.id).state == "queued"
+    store.claim_job("last", lease_s=-1)  # dies too; found by its expired lease this time
+    assert store.claim_job("next", lease_s=30) is None  # not taken up again
+    failed = store.job(job.id)
+    assert failed.state == "failed" and f"stopped {MAX_CRASHES} times" in (failed.error or "")
+    assert store.requeue(job.id)  # Retry gives it its crashes back
+    assert store.claim_job("w", lease_s=30) is not None
+    assert store.recover_running(lambda worker: True) == 1
 
 
 def test_cancel_and_retry(tmp_path):

@@ -15,9 +15,12 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from assistant.records import ConversationInfo, StoredTurn, Timings, TurnResult
+from assistant.records import INTERRUPTED, ConversationInfo, StoredTurn, Timings, TurnResult
 from assistant.store.jobs import JobRows
 from assistant.store.schema import MIGRATIONS
+
+PENDING = "the app stopped before this reply was complete"
+"""What a started turn says until it ends: after a crash, that is what happened to it."""
 
 
 class Store(JobRows):
@@ -124,39 +127,68 @@ class Store(JobRows):
             db.execute("DELETE FROM conversations WHERE id=?", (cid,))
             return True
 
-    def add_turn(
-        self, conversation_id: str, user_text: str, result: TurnResult, source: str = "text"
+    def start_turn(
+        self, conversation_id: str, user_text: str, lane: str, reason: str, source: str = "text"
     ) -> int:
+        """Store a turn as it starts (issue 26): if the process dies before it ends, the
+        user's words and what had arrived (`save_partial`) stay, marked incomplete. `add_turn`
+        with its id stores the turn's end over it."""
+        pending = TurnResult("", lane, reason, INTERRUPTED, error=PENDING, incomplete=True)
+        return self.add_turn(conversation_id, user_text, pending, source)
+
+    def save_partial(self, turn_id: int, reply: str, reasoning: str) -> None:
+        """What a started turn has produced so far."""
         with self.tx() as db:
-            cur = db.execute(
-                "INSERT INTO turns (conversation_id, created_at, source, user_text, reply, "
-                "reasoning, lane, reason, finish_reason, incomplete, error, timings, tokens, "
-                "tokens_per_s, job_id) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                (
-                    conversation_id,
-                    time.time(),
-                    source,
-                    user_text,
-                    result.reply,
-                    result.reasoning,
-                    result.lane,
-                    result.reason,
-                    result.finish_reason,
-                    int(result.incomplete),
-                    result.error,
-                    json.dumps(result.timings.as_dict()),
-                    result.tokens,
-                    result.tokens_per_s,
-                    result.job_id,
-                ),
+            db.execute(
+                "UPDATE turns SET reply=?, reasoning=? WHERE id=?", (reply, reasoning, turn_id)
             )
+
+    def add_turn(
+        self,
+        conversation_id: str,
+        user_text: str,
+        result: TurnResult,
+        source: str = "text",
+        turn_id: int | None = None,
+    ) -> int:
+        """Store a finished turn; with `turn_id` (from `start_turn`), over its pending row."""
+        values = {
+            "reply": result.reply,
+            "reasoning": result.reasoning,
+            "lane": result.lane,
+            "reason": result.reason,
+            "finish_reason": result.finish_reason,
+            "incomplete": int(result.incomplete),
+            "error": result.error,
+            "timings": json.dumps(result.timings.as_dict()),
+            "tokens": result.tokens,
+            "tokens_per_s": result.tokens_per_s,
+            "job_id": result.job_id,
+        }
+        with self.tx() as db:
+            updated = turn_id is not None and (
+                db.execute(
+                    f"UPDATE turns SET {', '.join(f'{k}=?' for k in values)} WHERE id=?",
+                    (*values.values(), turn_id),
+                ).rowcount
+                == 1
+            )
+            if not updated:  # new, or its pending row went with its conversation
+                columns = {"conversation_id": conversation_id, "created_at": time.time(),
+                           "source": source, "user_text": user_text, **values}  # fmt: skip
+                cur = db.execute(
+                    f"INSERT INTO turns ({', '.join(columns)}) "
+                    f"VALUES ({', '.join('?' * len(columns))})",
+                    tuple(columns.values()),
+                )
+                turn_id = int(cur.lastrowid or 0)
             # the list is ordered by activity and titled by the first request
             db.execute(
                 "UPDATE conversations SET updated_at=?, "
                 "title=CASE WHEN title='' THEN ? ELSE title END WHERE id=?",
                 (time.time(), user_text[:80], conversation_id),
             )
-            return int(cur.lastrowid or 0)
+            return int(turn_id or 0)
 
     def turns(self, conversation_id: str) -> list[tuple[str, TurnResult]]:
         """(what the user said, the result) per turn, oldest first."""

@@ -13,7 +13,15 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import Any
 
+from assistant.errors import Conflict
 from assistant.records import Job
+
+MAX_CRASHES = 3
+"""Deaths of the process while a job ran before the job fails instead of running again."""
+CRASH_LOOP = (
+    "the app stopped {n} times while running this job (it may be what stops it), so it is not "
+    "started again; what it produced is kept; retry to run it once more"
+)
 
 _JOB_COLUMNS = (
     "id owner prompt state created_at updated_at result reasoning error budget "
@@ -42,7 +50,8 @@ class JobRows:
         idempotency_key: str | None = None,
         conversation_id: str | None = None,
     ) -> tuple[Job, bool]:
-        """Store a queued job; with a key already used by this owner, return that job instead."""
+        """Store a queued job; with a key already used by this owner, return that job instead
+        (Conflict if it was for other text)."""
         now = self.clock()
         with self.tx() as db:
             if idempotency_key:
@@ -50,6 +59,13 @@ class JobRows:
                     "SELECT * FROM jobs WHERE owner=? AND idempotency_key=?",
                     (owner, idempotency_key),
                 ).fetchone()
+                if row is not None and row["prompt"] != prompt:
+                    # a retried request repeats its text; other text under the same key is a
+                    # client's mistake, and answering with the old job would hide it
+                    raise Conflict(
+                        f"the key {idempotency_key!r} was already used for job {row['id']} "
+                        "with other text; use a new key for a new job"
+                    )
                 if row is not None:
                     return _job_from_row(row), False
             jid = uuid.uuid4().hex[:12]
@@ -86,7 +102,8 @@ class JobRows:
         return {r["state"]: r["n"] for r in rows}
 
     def claim_job(self, worker: str, lease_s: float, job_id: str | None = None) -> Job | None:
-        """Take the oldest queued job (or one whose lease expired) and lease it to `worker`."""
+        """Take the oldest queued job (or one whose lease expired) and lease it to `worker`.
+        A job whose lease expired was running when its worker died: that counts as a crash."""
         now = self.clock()
         with self.tx() as db:
             sql = (
@@ -94,9 +111,12 @@ class JobRows:
                 + (" AND id=?" if job_id else "")
                 + " ORDER BY created_at LIMIT 1"
             )
-            row = db.execute(sql, (now, job_id) if job_id else (now,)).fetchone()
-            if row is None:
-                return None
+            while True:
+                row = db.execute(sql, (now, job_id) if job_id else (now,)).fetchone()
+                if row is None:
+                    return None
+                if row["state"] == "queued" or not _crashed(db, row["id"], row["crashes"], now):
+                    break
             db.execute(
                 "UPDATE jobs SET state='running', lease_owner=?, lease_until=?, "
                 "attempts=attempts+1, updated_at=? WHERE id=?",
@@ -146,7 +166,7 @@ class JobRows:
         sets = ", ".join(f"{k}=?" for k in fields)
         with self.tx() as db:
             cur = db.execute(
-                "UPDATE jobs SET state='queued', error=NULL, notified=0, updated_at=?"
+                "UPDATE jobs SET state='queued', error=NULL, notified=0, crashes=0, updated_at=?"
                 + (f", {sets}" if sets else "")
                 + " WHERE id=? AND state IN ('failed','cancelled')",
                 (self.clock(), *fields.values(), job_id),
@@ -155,26 +175,28 @@ class JobRows:
 
     def recover_running(self, is_dead: Callable[[str], bool] = lambda owner: False) -> int:
         """At start: jobs left running by a dead worker go back to the queue (their partial
-        output stays, so the next run continues from it)."""
+        output stays, so the next run continues from it), or fail once they have been running
+        at MAX_CRASHES deaths of their worker. Returns how many were requeued."""
         now = self.clock()
         with self.tx() as db:
             rows = db.execute(
-                "SELECT id, lease_owner, lease_until FROM jobs WHERE state='running'"
+                "SELECT id, lease_owner, lease_until, crashes FROM jobs WHERE state='running'"
             ).fetchall()
             stale = [
-                r["id"]
+                r
                 for r in rows
                 if r["lease_until"] is None
                 or r["lease_until"] < now
                 or is_dead(r["lease_owner"] or "")
             ]
-            for jid in stale:
+            requeued = [r for r in stale if not _crashed(db, r["id"], r["crashes"], now)]
+            for r in requeued:
                 db.execute(
                     "UPDATE jobs SET state='queued', lease_owner=NULL, lease_until=NULL, "
                     "updated_at=? WHERE id=?",
-                    (now, jid),
+                    (now, r["id"]),
                 )
-            return len(stale)
+            return len(requeued)
 
     def unnotified(self, owner: str) -> list[Job]:
         rows = self._query(
@@ -187,6 +209,21 @@ class JobRows:
     def mark_notified(self, job_id: str) -> None:
         with self.tx() as db:
             db.execute("UPDATE jobs SET notified=1 WHERE id=?", (job_id,))
+
+
+def _crashed(db: sqlite3.Connection, job_id: str, crashes: int, now: float) -> bool:
+    """Count one more death of a worker while it ran this job; True: that was the last one
+    allowed, and the job failed (saying why) instead of running again."""
+    crashes += 1
+    if crashes < MAX_CRASHES:
+        db.execute("UPDATE jobs SET crashes=? WHERE id=?", (crashes, job_id))
+        return False
+    db.execute(
+        "UPDATE jobs SET crashes=?, state='failed', error=?, lease_owner=NULL, "
+        "lease_until=NULL, updated_at=? WHERE id=?",
+        (crashes, CRASH_LOOP.format(n=crashes), now, job_id),
+    )
+    return True
 
 
 def _job_from_row(row: sqlite3.Row) -> Job:

@@ -99,9 +99,16 @@ def _m3_conversation_list(db: sqlite3.Connection) -> None:
     )
 
 
+def _m4_job_crashes(db: sqlite3.Connection) -> None:
+    """How many times a job was running when its worker died: a job that keeps taking the
+    process down fails instead of being taken up again forever (issue 26)."""
+    db.execute("ALTER TABLE jobs ADD COLUMN crashes INTEGER NOT NULL DEFAULT 0")
+
+
 # Append only: a migration, once shipped, never changes. user_version counts those applied.
 MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     _m1_core,
     _m2_jobs,
     _m3_conversation_list,
+    _m4_job_crashes,
 ]

@@ -96,6 +96,7 @@ class ChatService:
         decision: RouteDecision | None = None,
         history: tuple[tuple[str, str], ...] | None = None,
         max_tokens: int | None = None,
+        job_key: str | None = None,
     ) -> AsyncIterator[TurnEvent]:
         """Route and answer `text`. A deep decision becomes a job unless `deep_inline` (the CLI
         waits instead). `decision`: the lane chosen by the caller, not routed. `history`: the
@@ -111,7 +112,7 @@ class ChatService:
         yield TurnEvent("route", decision=decision)
         result: TurnResult
         if decision.lane == "deep" and not deep_inline and self.jobs is not None:
-            result = self._delegate(owner, decision, text, conversation_id)
+            result = self._delegate(owner, decision, text, conversation_id, job_key)
         else:
             lane = self.settings.deep if decision.lane == "deep" else self.settings.chat
             result = TurnResult("", decision.lane, decision.reason, None)
@@ -121,17 +122,23 @@ class ChatService:
                 async for event in events:
                     yield event
             if result.delegate_requested and self.jobs is not None:
-                handoff = self._delegate(owner, decision, text, conversation_id)
+                handoff = self._delegate(owner, decision, text, conversation_id, job_key)
                 result.job_id, result.reason = handoff.job_id, "model asked to delegate"
                 result.lane = "deep"
                 result.reply = (result.reply.strip() + "\n\n" + handoff.reply).strip()
         yield TurnEvent("done", result=result)
 
     def _delegate(
-        self, owner: str, decision: RouteDecision, text: str, conversation_id: str | None
+        self,
+        owner: str,
+        decision: RouteDecision,
+        text: str,
+        conversation_id: str | None,
+        key: str | None = None,
     ) -> TurnResult:
         assert self.jobs is not None
-        job = self.jobs.submit(owner, decision.text or text, conversation_id=conversation_id)
+        task = decision.text or text
+        job = self.jobs.submit(owner, task, key=key, conversation_id=conversation_id)
         reply = f"Handed off to the deep lane as job {job.id}; I'll tell you when it's done."
         return TurnResult(reply, "deep", decision.reason, "delegated", job_id=job.id)
 

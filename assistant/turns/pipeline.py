@@ -14,6 +14,7 @@ import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 
+from assistant.errors import AssistantError
 from assistant.records import INTERRUPTED, RouteDecision, TurnEvent, TurnResult
 from assistant.settings import Settings
 from assistant.speech.audio import AudioSource
@@ -44,6 +45,8 @@ class TurnRequest:
     received_ms: float | None = None
     """When the request arrived, or speech ended (`now_ms()`): latency counts from here."""
     source: str = "text"
+    job_key: str | None = None
+    """Idempotency key of the job a deep decision hands off: one job per key."""
     heard_ms: dict[str, float] = field(default_factory=dict)
     """Stages measured before the turn began, e.g. a hands-free turn's `endpoint` and `stt`."""
 
@@ -88,15 +91,27 @@ class Pipeline:
         if request.speak and tts is not None:
             events = speak(events, tts, rec)
         partial = _Partial()
+        # stored from its start, unless it is a hands-free reply prepared before the person
+        # had finished: that is not their turn until it is kept
+        pending = keep_stopped is None
+        failure: str | None = None
         try:
             async with contextlib.aclosing(events) as stages:
                 async for event in stages:
                     partial.add(event)
+                    if pending and event.kind == "route" and event.decision is not None:
+                        rec.begin(event.decision, conversation_id=request.conversation_id,
+                                  text=heard[0], source=request.source)  # fmt: skip
+                    elif event.kind in ("content", "reasoning"):
+                        rec.progress(partial.reply, partial.reasoning)
                     if event.kind == "done" and event.result is not None:
                         if hold is not None:
                             await hold()
                         self._finish(rec, request, heard[0], event.result)
                     yield event
+        except AssistantError as e:
+            failure = str(e)  # stored as what happened to the turn (e.g. a refused job key)
+            raise
         finally:
             # Stopped (Stop, barge-in, switching conversation, a client leaving): keep what
             # was asked and what had arrived, so the conversation reopens with it.
@@ -105,7 +120,7 @@ class Pipeline:
                 # a call's committed turn stopped before it was routed: what was said stays
                 partial.decision = RouteDecision("chat", "stopped before it was routed")
             if not rec.finished and partial.decision is not None and keep:
-                self._finish(rec, request, heard[0], partial.stopped())
+                self._finish(rec, request, heard[0], partial.stopped(failure or STOPPED))
 
     def _finish(self, rec: Recorder, request: TurnRequest, text: str, result: TurnResult) -> None:
         # stages a caller measured while the turn ran (a hands-free turn prepared before its
@@ -154,6 +169,7 @@ class Pipeline:
             decision=request.decision,
             history=request.history,
             max_tokens=request.max_tokens,
+            job_key=request.job_key,
         )
         async with contextlib.aclosing(turn) as events:
             async for event in events:
@@ -190,7 +206,7 @@ class _Partial:
         elif event.kind == "reasoning":
             self.reasoning += event.text
 
-    def stopped(self) -> TurnResult:
+    def stopped(self, error: str) -> TurnResult:
         assert self.decision is not None
         return TurnResult(
             self.reply,
@@ -198,6 +214,6 @@ class _Partial:
             self.decision.reason,
             INTERRUPTED,
             reasoning=self.reasoning,
-            error=STOPPED,
+            error=error,
             incomplete=True,
         )

@@ -3,19 +3,35 @@
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from typing import Protocol
 
-from assistant.records import STAGES, Timings, TurnResult, now_ms
+from assistant.records import STAGES, RouteDecision, Timings, TurnResult, now_ms
 
 log = logging.getLogger(__name__)
 
 
+SAVE_EVERY_S = 1.0
+"""A running turn's reply is saved at most this often: a crash loses at most this much."""
+
+
 class TurnLog(Protocol):
-    """Where finished turns are kept (the store)."""
+    """Where turns are kept (the store): from their start, and finished."""
+
+    def start_turn(
+        self, conversation_id: str, user_text: str, lane: str, reason: str, source: str = "text"
+    ) -> int: ...
+
+    def save_partial(self, turn_id: int, reply: str, reasoning: str) -> None: ...
 
     def add_turn(
-        self, conversation_id: str, text: str, result: TurnResult, source: str = "text"
+        self,
+        conversation_id: str,
+        user_text: str,
+        result: TurnResult,
+        source: str = "text",
+        turn_id: int | None = None,
     ) -> int: ...
 
 
@@ -37,6 +53,9 @@ class Recorder:
         self.log_to = log_to
         self.observe = observe
         self.finished = False
+        self.turn_id: int | None = None
+        """The turn's stored row once `begin` stored it (pending)."""
+        self._saved_at = 0.0
 
     def since_start(self) -> float:
         return now_ms() - self.start_ms
@@ -54,6 +73,25 @@ class Recorder:
         """Accumulate into `stage` (speech time over several sentences, queue over retries)."""
         self.set(stage, (getattr(self.timings, stage) or 0.0) + ms)
 
+    def begin(
+        self, decision: RouteDecision, *, conversation_id: str | None, text: str, source: str
+    ) -> None:
+        """The turn is routed: store it now, pending, so a crash keeps the user's words."""
+        if self.turn_id is None and conversation_id and text.strip() and self.log_to:
+            self.turn_id = self.log_to.start_turn(
+                conversation_id, text, decision.lane, decision.reason, source
+            )
+            self._saved_at = time.monotonic()
+
+    def progress(self, reply: str, reasoning: str) -> None:
+        """What has arrived so far; saved over the pending row every SAVE_EVERY_S."""
+        if self.turn_id is None or self.log_to is None or self.finished:
+            return
+        now = time.monotonic()
+        if now - self._saved_at >= SAVE_EVERY_S:
+            self._saved_at = now
+            self.log_to.save_partial(self.turn_id, reply, reasoning)
+
     def finish(
         self, result: TurnResult, *, conversation_id: str | None, text: str, source: str
     ) -> TurnResult:
@@ -64,7 +102,9 @@ class Recorder:
         self.set("total", self.since_start())
         result.timings = self.timings
         if conversation_id and self.log_to is not None:
-            result.turn_id = self.log_to.add_turn(conversation_id, text, result, source=source)
+            result.turn_id = self.log_to.add_turn(
+                conversation_id, text, result, source=source, turn_id=self.turn_id
+            )
         if self.observe is not None:
             try:
                 self.observe(result)

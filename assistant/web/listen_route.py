@@ -19,7 +19,8 @@ tab closed) drops the listener and its audio.
 Calls are bounded (issue 19): at most `MAX_CALLS_PER_LOGIN` open at once per login and
 `MAX_CALLS` in all; a refused call is told why before the socket closes (code 4429). A socket
 that sends nothing for `IDLE_S` is dropped (the page sends audio ten times a second, so
-silence on the wire means the page is gone or stuck, not that the person is quiet).
+silence on the wire means the page is gone or stuck, not that the person is quiet), and so is
+one that sends audio faster than `MAX_PACE` times real time.
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ import asyncio
 import contextlib
 import json
 import logging
+import time
+from collections.abc import Callable
 from typing import Any
 
 from starlette.websockets import WebSocket, WebSocketDisconnect
@@ -35,6 +38,7 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 from assistant.errors import AssistantError
 from assistant.records import now_ms
 from assistant.settings import Settings
+from assistant.speech.audio import SAMPLE_RATE
 from assistant.web.turns import SpeechModels
 from assistant.web.utterances import Utterance, Utterances
 
@@ -47,6 +51,36 @@ MAX_CALLS_PER_LOGIN = 2
 MAX_CALLS = 8
 """In all: each call holds a VAD state and takes turns on the one speech-to-text pool."""
 IDLE_S = 15.0
+MAX_PACE = 1.5
+"""Seconds of audio a call may send per second of its time: a page sends in real time, and
+audio sent faster only makes the app transcribe faster than anyone speaks (issue 26)."""
+PACE_BURST_S = 3.0
+"""Audio a call may send ahead of that (a page catching up after a network stall)."""
+
+
+class Pace:
+    """Whether a call's audio keeps to `MAX_PACE` times real time (16 kHz int16 frames)."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic):
+        self.clock = clock
+        self.start: float | None = None
+        self.audio_s = 0.0
+
+    def allows(self, frame_bytes: int) -> bool:
+        now = self.clock()
+        if self.start is None:
+            self.start = now
+        self.audio_s += frame_bytes / 2 / SAMPLE_RATE
+        return self.audio_s <= MAX_PACE * (now - self.start) + PACE_BURST_S
+
+
+def frame_refusal(data: bytes, pace: Pace) -> str | None:
+    """Why an audio frame ends the call, or None."""
+    if len(data) > MAX_FRAME_BYTES or len(data) % 2:
+        return "bad audio frame"
+    if not pace.allows(len(data)):
+        return f"audio sent faster than {MAX_PACE:g} times real time; the call ends"
+    return None
 
 
 class Calls:
@@ -137,6 +171,7 @@ def add_listen_route(
                     await ws.send_json(_said(heard, owner, utterances))
 
         speaker = asyncio.create_task(say(), name="listen-say")
+        pace = Pace()
         try:
             while True:
                 try:
@@ -148,8 +183,8 @@ def add_listen_route(
                     break
                 data = message.get("bytes")
                 if data is not None:
-                    if len(data) > MAX_FRAME_BYTES or len(data) % 2:
-                        await ws.send_json({"kind": "error", "text": "bad audio frame"})
+                    if why := frame_refusal(data, pace):
+                        await ws.send_json({"kind": "error", "text": why})
                         break
                     for heard in await listener.feed(data, now_ms()):
                         await ws.send_json(_said(heard, owner, utterances))
@@ -202,6 +237,7 @@ def add_listen_route(
             send_json=send_json, send_bytes=send_bytes,
         )  # fmt: skip
         hearing = asyncio.create_task(session.run(), name="call-hear")
+        pace = Pace()
         try:
             while True:
                 try:
@@ -213,8 +249,8 @@ def add_listen_route(
                     break
                 data = message.get("bytes")
                 if data is not None:
-                    if len(data) > MAX_FRAME_BYTES or len(data) % 2:
-                        await send_json({"kind": "error", "text": "bad audio frame"})
+                    if why := frame_refusal(data, pace):
+                        await send_json({"kind": "error", "text": why})
                         break
                     await session.feed(data, now_ms())
                 elif message.get("text"):

@@ -17,10 +17,7 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 
 from assistant.runtime import Runtime
-from assistant.web.security import is_loopback
-
-FORWARDED = ("forwarded", "x-forwarded-for", "x-real-ip")
-"""Headers a reverse proxy adds: such a request came from elsewhere, whatever its peer."""
+from assistant.web.exposure import FORWARDED, is_loopback
 
 
 def scrape_allowed(request: Request, auth_on: bool) -> bool:

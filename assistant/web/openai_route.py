@@ -19,12 +19,13 @@ proxy forwarded.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator
-from typing import Any
+from collections.abc import AsyncIterator, Awaitable
+from typing import Any, TypeVar
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -67,22 +68,40 @@ from assistant.web.openai_wire import (  # noqa: F401  (re-exported)
 
 log = logging.getLogger(__name__)
 
+T = TypeVar("T")
+CLIENT_LEFT = 499
+"""The status logged for a request whose client left before its answer (nginx's code)."""
+
 
 class Admission:
-    """At most `limit` API turns at once; the next is refused (429) rather than queued
-    without bound. Inside, the lanes decide who reaches the engine first."""
+    """At most `limit` API turns at once, and `per_login` of one login's; the next is refused
+    (429) rather than queued without bound, so one login cannot take every place. Inside, the
+    lanes decide who reaches the engine first."""
 
-    def __init__(self, limit: int):
-        self.limit, self.active = limit, 0
+    def __init__(self, limit: int, per_login: int):
+        self.limit, self.per_login = limit, per_login
+        self.active = 0
+        self.by_login: dict[str, int] = {}
 
-    def enter(self) -> None:
+    def enter(self, owner: str) -> None:
         if self.active >= self.limit:
             raise ApiError(429, f"{self.limit} requests are already running; try again soon",
                            "rate_limit_error", "busy", retry_after=RETRY_AFTER_S)  # fmt: skip
+        if self.by_login.get(owner, 0) >= self.per_login:
+            raise ApiError(
+                429,
+                f"you already have {self.per_login} requests running (max_api_per_user); "
+                "try again when one has ended",
+                "rate_limit_error", "busy", retry_after=RETRY_AFTER_S,
+            )  # fmt: skip
         self.active += 1
+        self.by_login[owner] = self.by_login.get(owner, 0) + 1
 
-    def leave(self) -> None:
+    def leave(self, owner: str) -> None:
         self.active -= 1
+        self.by_login[owner] -= 1
+        if not self.by_login[owner]:
+            del self.by_login[owner]
 
 
 class OpenAIRoute:
@@ -93,7 +112,7 @@ class OpenAIRoute:
         self.settings = settings
         self.gate = Gate(settings)
         self.threads = Threads(conversations)
-        self.admission = Admission(settings.max_queue)
+        self.admission = Admission(settings.max_queue, settings.max_api_per_user)
 
     async def models(self, request: Request) -> Response:
         try:
@@ -108,7 +127,7 @@ class OpenAIRoute:
         try:
             owner = self.gate.owner(request)
             ask = parse(await read_json(request), dict(request.headers), self.settings)
-            self.admission.enter()
+            self.admission.enter(owner)
         except ApiError as e:
             return e.response()
         events: AsyncIterator[TurnEvent] | None = None
@@ -127,9 +146,15 @@ class OpenAIRoute:
                 max_tokens=ask.max_tokens,
                 received_ms=received,
                 source="api",
+                job_key=ask.job_key,
             )
             events = self.pipeline.stream(turn)
-            held, result = await self._until_first(events, to_end=not ask.stream)
+            first = await unless_client_leaves(
+                request, self._until_first(events, to_end=not ask.stream)
+            )
+            if first is None:  # nobody will read the answer: the turn stopped where it was
+                return Response(status_code=CLIENT_LEFT)
+            held, result = first
             decision = next((e.decision for e in held if e.decision is not None), None)
             if decision is None:
                 raise ApiError(500, "the turn ended before it was routed", "server_error")
@@ -160,7 +185,7 @@ class OpenAIRoute:
             if not streaming:  # answered (or failed) here, not by a stream
                 if events is not None:
                     await events.aclose()  # type: ignore[attr-defined]
-                self.admission.leave()
+                self.admission.leave(owner)
 
     @staticmethod
     async def _until_first(
@@ -271,7 +296,29 @@ class OpenAIRoute:
         finally:
             with contextlib.suppress(Exception):
                 await events.aclose()  # type: ignore[attr-defined]
-            self.admission.leave()
+            self.admission.leave(owner)
+
+
+async def unless_client_leaves(request: Request, work: Awaitable[T]) -> T | None:
+    """`work`'s result, or None if the client disconnected first: then `work` is cancelled,
+    so a turn nobody will read stops (and is stored as far as it got) instead of running on
+    at the engine (issue 26)."""
+    task = asyncio.ensure_future(work)
+    left = asyncio.ensure_future(_disconnected(request))
+    try:
+        await asyncio.wait({task, left}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        left.cancel()
+        if not task.done():
+            task.cancel()
+        await asyncio.gather(task, left, return_exceptions=True)
+    return None if task.cancelled() else task.result()
+
+
+async def _disconnected(request: Request) -> None:
+    # the body is read: what the server receives next is the client going away
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
 
 
 def unsent(reply: str, streamed: str) -> str:

@@ -18,7 +18,14 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import Receive, Scope, Send
 
-from assistant.errors import AssistantError, BadInput, Busy, EngineError, EngineUnavailable
+from assistant.errors import (
+    AssistantError,
+    BadInput,
+    Busy,
+    Conflict,
+    EngineError,
+    EngineUnavailable,
+)
 from assistant.records import RouteDecision, TurnResult
 from assistant.settings import Settings
 from assistant.turns.conversations import Conversations
@@ -38,6 +45,8 @@ STREAM_EVERY_S = 0.05
 """Streamed deltas are sent at most this often (the page's rate); the first one at once."""
 WAIT_HEADER = "x-assistant-wait"
 CONVERSATION_HEADER = "x-assistant-conversation"
+IDEMPOTENCY_HEADER = "idempotency-key"
+MAX_KEY_CHARS = 200
 EFFORT_LANES = {"none": "chat", "minimal": "chat", "low": "chat", "high": "deep"}
 """`reasoning_effort` picks the lane itself; "medium" (or none given) leaves it to the router."""
 STANDARD_FINISH = {"stop": "stop", "length": "length", "delegated": "stop", "tool_calls": "stop"}
@@ -69,6 +78,8 @@ def api_error(e: AssistantError) -> ApiError:
         return ApiError(400, str(e), "invalid_request_error")
     if isinstance(e, Busy):
         return ApiError(429, str(e), "rate_limit_error", "busy", retry_after=RETRY_AFTER_S)
+    if isinstance(e, Conflict):
+        return ApiError(409, str(e), "invalid_request_error", "idempotency_key_reused")
     if isinstance(e, EngineUnavailable):
         return ApiError(503, str(e), "engine_unavailable", retry_after=RETRY_AFTER_S)
     if isinstance(e, EngineError):
@@ -104,6 +115,8 @@ class Completion:
     decision: RouteDecision | None
     max_tokens: int | None
     conversation: str | None
+    job_key: str | None = None
+    """`Idempotency-Key`: a job a deep decision hands off is created once per key."""
 
     def after(self, result: TurnResult) -> tuple[tuple[str, str], ...]:
         """The history a client sends next, once it has this turn's reply."""
@@ -189,10 +202,17 @@ def parse(body: Any, headers: dict[str, str], settings: Settings) -> Completion:
         else None
     )
     budget = body.get("max_completion_tokens") or body.get("max_tokens")
-    if budget is not None and (not isinstance(budget, int) or budget < 1):
+    # a JSON `true` is a Python int: refused by name
+    if budget is not None and (
+        isinstance(budget, bool) or not isinstance(budget, int) or budget < 1
+    ):
         raise ApiError(400, "max_tokens must be a positive whole number", "invalid_request_error")
     options = body.get("stream_options") or {}
     wait = body.get("wait") is True or headers.get(WAIT_HEADER, "").lower() in ("1", "true", "yes")
+    job_key = headers.get(IDEMPOTENCY_HEADER, "").strip() or None
+    if job_key is not None and len(job_key) > MAX_KEY_CHARS:
+        raise ApiError(400, f"Idempotency-Key: at most {MAX_KEY_CHARS} characters",
+                       "invalid_request_error")  # fmt: skip
     return Completion(
         text=text,
         history=exchanges(messages[:last]),
@@ -204,6 +224,7 @@ def parse(body: Any, headers: dict[str, str], settings: Settings) -> Completion:
         decision=decision,
         max_tokens=budget,
         conversation=headers.get(CONVERSATION_HEADER) or None,
+        job_key=job_key,
     )
 
 
@@ -225,6 +246,8 @@ async def read_json(request: Request, limit: int = MAX_BODY_BYTES) -> Any:
         return json.loads(body)
     except ValueError as e:
         raise ApiError(400, f"the body is not JSON: {e}", "invalid_request_error") from e
+    except RecursionError as e:  # thousands of nested brackets: not a request, not a 500
+        raise ApiError(400, "the body's JSON is nested too deeply", "invalid_request_error") from e
 
 
 # --- who is asking -----------------------------------------------------------------------

@@ -41,6 +41,14 @@ STAMP_SENT_JS = (
     "(audio, history, session, speak, sent) => [audio, history, session, speak, Date.now()]"
 )
 """Push-to-talk: the page stamps the moment it sends a recording (its clock, epoch ms)."""
+CACHE_CHECK_S = 3600
+"""How often Gradio's cache is swept for files older than `cache_max_age_s`."""
+CLICK_KEY_JS = (
+    "(text, history, session, speak, key) => [text, history, session, speak, "
+    "Array.from(crypto.getRandomValues(new Uint8Array(16)), "
+    "(b) => b.toString(16).padStart(2, '0')).join('')]"
+)
+"""Delegate: a random job key per click (getRandomValues works without a secure context)."""
 CALL_HTML = """<div class="call">
 <button class="call-button" type="button" aria-pressed="false">📞 Start call</button>
 <div class="call-status"><span class="call-state">Start a call</span>
@@ -206,7 +214,9 @@ def build_ui(
     dash = Dash(rt.conversations, settings, rt.scheduler.depth, watch, rt.loop_lag)
     private: dict[str, Any] = {"api_visibility": "private"}
 
-    with gr.Blocks(title="Assistant") as demo:
+    # Gradio's cache otherwise grows for as long as the app runs (issue 26)
+    cache = (min(CACHE_CHECK_S, settings.cache_max_age_s), settings.cache_max_age_s)
+    with gr.Blocks(title="Assistant", delete_cache=cache) as demo:
         session = gr.State(Session())
         side = build_conversations_panel()
         banner = gr.Markdown(elem_id="banner")
@@ -258,6 +268,7 @@ def build_ui(
                 # a call's turn is stored by the server; this reloads the chat from the store
                 call_refresh = gr.Button("refresh", visible="hidden", elem_id="call-refresh")
                 sent_at = gr.Number(visible="hidden", elem_id="voice-sent-at")
+                job_key = gr.Textbox(visible="hidden", elem_id="delegate-key")
                 notice_audio = gr.Audio(autoplay=True, visible="hidden")
                 voice = build_voice_panel(settings)
             with gr.Tab("Jobs", id="jobs", elem_id="tab-jobs"):
@@ -274,7 +285,14 @@ def build_ui(
         replies = [
             send.click(turns.chat, **chat_io, **private),
             text.submit(turns.chat, **chat_io, **private),
-            delegate.click(turns.delegate, **chat_io, **private),
+            # a key per click: a click sent twice (a reconnecting page) makes one job
+            delegate.click(
+                turns.delegate,
+                inputs=[*chat_io["inputs"], job_key],
+                outputs=chat_io["outputs"],
+                js=CLICK_KEY_JS,
+                **private,
+            ),
         ]
         voice_io = {
             "inputs": [mic, chatbot, session, speak, sent_at],

@@ -1,5 +1,7 @@
 """The HTTP edge: Gradio's launch options that keep its known weak spots shut, login
-throttling, and refusing requests from other sites.
+throttling, and the one middleware that refuses what must not reach a route: unknown hosts
+and network requests without a login (`exposure`), requests from other sites, and requests
+without the login or for another login's session (`login_wall`).
 
 Gradio's own CORS middleware only decides which response headers to send: a cross-site
 `<form>` POST (an upload, a login, a queued call) still reaches the route and runs, and the
@@ -13,20 +15,33 @@ import ipaddress
 import tempfile
 import time
 from collections import OrderedDict, deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from assistant.settings import Settings
-
-Scope = dict[str, Any]
-Receive = Callable[[], Any]
-Send = Callable[[dict[str, Any]], Any]
+from assistant.web.asgi import (
+    Receive,
+    Scope,
+    Send,
+    TooLarge,
+    capped,
+    header_map,
+    read_body,
+    refuse,
+    replay,
+)
+from assistant.web.exposure import Exposure, Refusal, is_loopback  # noqa: F401  (re-exported)
+from assistant.web.login_wall import LoginWall
 
 LOGIN_BODY_MAX = 16 * 1024
 """A login form is two short fields; anything bigger is not a login."""
+UPLOAD_PATH = "/gradio_api/upload"
+MULTIPART_SLACK = 64 * 1024
+"""Room for an upload's multipart framing (boundaries, part headers) over the file itself."""
+IPV6_CLIENT_PREFIX = 64
 MAX_TRACKED = 10_000
 """Throttle entries kept at most, oldest dropped first: memory stays bounded under a flood."""
 
@@ -109,13 +124,28 @@ class LoginThrottle:
         self._failures.pop(self._keys(user, client)[0], None)
 
     def _keys(self, user: str, client: str) -> tuple[str, str]:
-        return f"user:{user[:128]}@{client}", f"client:{client}"
+        where = client_network(client)
+        return f"user:{user[:128]}@{where}", f"client:{where}"
 
     def _prune(self, now: float) -> None:
         while len(self._failures) > MAX_TRACKED:
             self._failures.popitem(last=False)
         if len(self._locked) > MAX_TRACKED:
             self._locked = {k: t for k, t in self._locked.items() if t > now}
+
+
+def client_network(client: str) -> str:
+    """Where failures are counted: an IPv4 address, or an IPv6 address's /64, which one
+    client usually has whole (rotating addresses inside it must not escape the count)."""
+    try:
+        address = ipaddress.ip_address(client)
+    except ValueError:
+        return client
+    if isinstance(address, ipaddress.IPv6Address):
+        if address.ipv4_mapped is not None:  # ::ffff:192.0.2.1 is that IPv4 client
+            return str(address.ipv4_mapped)
+        return str(ipaddress.IPv6Network((address, IPV6_CLIENT_PREFIX), strict=False))
+    return str(address)
 
 
 def same_origin(origin: str, host: str | None) -> bool:
@@ -132,67 +162,93 @@ def same_origin(origin: str, host: str | None) -> bool:
 
 
 class EdgeGuard:
-    """ASGI middleware: refuses cross-site requests and throttles failed logins."""
+    """ASGI middleware, in order: refuses unknown hosts and (without a login) anything from
+    the network (`exposure`), cross-site requests, and (with a login) requests without it or
+    for another login's Gradio session (`login_wall`); throttles failed logins."""
 
-    def __init__(self, app: Any, throttle: LoginThrottle | None = None):
+    def __init__(
+        self,
+        app: Any,
+        exposure: Exposure,
+        throttle: LoginThrottle | None = None,
+        wall: LoginWall | None = None,
+        upload_max: int = 0,
+    ):
         self.app = app
+        self.exposure = exposure
         self.throttle = throttle
+        self.wall = wall
+        self.upload_max = upload_max
+        """An upload request's bytes at most (all its files and their multipart framing)."""
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] not in ("http", "websocket"):
             await self.app(scope, receive, send)
             return
-        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        headers = header_map(scope)
+        refusal = self.exposure.refusal(scope, headers)
+        if refusal is not None:
+            await refuse(scope, send, refusal.status, refusal.reason)
+            return
         origin = headers.get("origin")
         # Browsers send Origin on every cross-site fetch and form POST; clients that are not
         # browsers (gradio_client, curl) send none and cannot carry a victim's cookies anyway.
         if origin is not None and not any(
             same_origin(origin, h) for h in (headers.get("host"), headers.get("x-forwarded-host"))
         ):
-            await _refuse(scope, send, 403, "cross-origin request refused")
+            await refuse(scope, send, 403, "cross-origin request refused")
             return
+        # Gradio's GET /logout ends every session of the login; a link or an <img> on another
+        # site must not (a GET carries no Origin, but browsers say where it came from)
+        if scope["path"].rstrip("/") == "/logout" and headers.get("sec-fetch-site") in (
+            "cross-site",
+            "same-site",
+        ):
+            await refuse(scope, send, 403, "a logout from another site refused")
+            return
+        if self.wall is not None:
+            admitted = await self.wall.admit(scope, receive, send, headers)
+            if isinstance(admitted, Refusal):
+                await refuse(scope, send, admitted.status, admitted.reason)
+                return
+            receive, send = admitted
+        if self.upload_max and scope["type"] == "http" and scope["path"] == UPLOAD_PATH:
+            # Gradio caps each file, not the request: one request could carry any number
+            declared = headers.get("content-length", "")
+            if declared.isdigit() and int(declared) > self.upload_max:
+                await refuse(scope, send, 413, f"an upload request is at most "
+                             f"{self.upload_max} bytes (max_upload_bytes)")  # fmt: skip
+                return
+            receive = capped(receive, self.upload_max)
         if (
             self.throttle is not None
             and scope["type"] == "http"
             and scope["method"] == "POST"
             and scope["path"].rstrip("/").endswith("/login")
         ):
-            await self._login(scope, receive, send, headers)
+            await self._login(scope, receive, send)
             return
         await self.app(scope, receive, send)
 
-    async def _login(self, scope: Scope, receive: Receive, send: Send, headers: dict) -> None:
+    async def _login(self, scope: Scope, receive: Receive, send: Send) -> None:
         assert self.throttle is not None
-        body = b""
-        more = True
-        while more:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                return
-            body += message.get("body", b"")
-            more = message.get("more_body", False)
-            if len(body) > LOGIN_BODY_MAX:
-                await _refuse(scope, send, 413, "login form too large")
-                return
+        try:
+            body = await read_body(receive, LOGIN_BODY_MAX)
+        except TooLarge:
+            await refuse(scope, send, 413, "login form too large")
+            return
+        if body is None:
+            return
         form = parse_qs(body.decode("utf-8", "replace")) if body else {}
         user = (form.get("username") or [""])[0].strip()
         client = (scope.get("client") or ("unknown", 0))[0]
         wait = self.throttle.retry_after(user, client)
         if wait > 0:
-            await _refuse(
+            await refuse(
                 scope, send, 429, "too many failed logins; try again later",
                 {"retry-after": str(int(wait) + 1)},
             )  # fmt: skip
             return
-
-        sent = False
-
-        async def replay() -> dict[str, Any]:
-            nonlocal sent
-            if not sent:
-                sent = True
-                return {"type": "http.request", "body": body, "more_body": False}
-            return await receive()
 
         status = 0
 
@@ -202,40 +258,24 @@ class EdgeGuard:
                 status = message["status"]
             await send(message)
 
-        await self.app(scope, replay, watch)
+        await self.app(scope, replay(body, receive), watch)
         if status == 200:
             self.throttle.succeeded(user, client)
         elif 400 <= status < 500:  # Gradio answers a wrong password with 400
             self.throttle.failed(user, client)
 
 
-async def _refuse(
-    scope: Scope, send: Send, status: int, text: str, extra: dict[str, str] | None = None
-) -> None:
-    if scope["type"] == "websocket":
-        await send({"type": "websocket.close", "code": 1008, "reason": text})
-        return
-    body = text.encode()
-    headers = [(b"content-type", b"text/plain; charset=utf-8")]
-    headers.append((b"content-length", str(len(body)).encode()))
-    headers += [(k.encode(), v.encode()) for k, v in (extra or {}).items()]
-    await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": body})
-
-
-def edge_middleware(settings: Settings) -> list[Any]:
-    """The middleware list for the app (FastAPI's `middleware=` argument)."""
+def edge_middleware(settings: Settings, certificate_names: Iterable[str] = ()) -> list[Any]:
+    """The middleware list for the app (FastAPI's `middleware=` argument). `certificate_names`:
+    the names the served TLS certificate is for, served like ASSISTANT_ALLOWED_HOSTS."""
     from starlette.middleware import Middleware
 
-    throttle = LoginThrottle() if settings.auth else None
-    return [Middleware(EdgeGuard, throttle=throttle)]
-
-
-def is_loopback(host: str) -> bool:
-    host = host.strip().strip("[]")
-    if host.lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
+    login = bool(settings.auth)
+    guard = Middleware(
+        EdgeGuard,
+        exposure=Exposure.of(settings, certificate_names),
+        throttle=LoginThrottle() if login else None,
+        wall=LoginWall(settings.login_max_age_s) if login else None,
+        upload_max=settings.max_upload_bytes + MULTIPART_SLACK,
+    )
+    return [guard]

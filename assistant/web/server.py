@@ -177,7 +177,11 @@ def serve(
             app_kwargs={
                 "lifespan": lifespan(rt, speech, utterances, worker),
                 # over HTTPS, login cookies are Secure (assistant.web.tls)
-                "middleware": [*edge_middleware(settings), Middleware(SecureCookies)],
+                # the certificate's names are served like ASSISTANT_ALLOWED_HOSTS
+                "middleware": [
+                    *edge_middleware(settings, certificate.names if certificate else ()),
+                    Middleware(SecureCookies),
+                ],
             },
             **launch_options(settings),  # share, SSR, auth, upload cap, blocked paths
             **ssl,

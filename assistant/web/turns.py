@@ -236,10 +236,12 @@ class Turns:
         history: list[dict[str, Any]],
         session: Session,
         speak: bool,
+        key: str,
         request: gr.Request,
     ) -> AsyncIterator[tuple[Any, ...]]:
-        """Delegate: the same turn, sent to the deep lane as a job."""
-        typed = self._typed(text, history, session, speak, request, deep=True)
+        """Delegate: the same turn, sent to the deep lane as a job; `key`: the click's own
+        job key (one job per click, however often it is sent)."""
+        typed = self._typed(text, history, session, speak, request, deep=True, key=key)
         async with contextlib.aclosing(typed) as outs:
             async for out in outs:
                 yield out
@@ -253,6 +255,7 @@ class Turns:
         request: gr.Request,
         *,
         deep: bool,
+        key: str = "",
     ) -> AsyncIterator[tuple[Any, ...]]:
         text = (text or "").strip()
         if not text:
@@ -267,6 +270,7 @@ class Turns:
             conversation_id=conversation(self.conversations, session, owner),
             speak=speak,
             force_deep=deep,
+            job_key=key.strip()[:200] or None,
         )
         turn = self.pipeline.stream(request, tts=tts)
         cleared = False

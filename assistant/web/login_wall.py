@@ -1,0 +1,205 @@
+"""With a login, every route needs it, Gradio's own included, and a Gradio session belongs to
+the login that first used it (issue 26, item 3).
+
+Gradio checks the login on most of its routes but not all: `/gradio_api/cancel`, `/reset`,
+`/heartbeat/*` and `/stream/*` answer anyone. And a Gradio session id (`session_hash`) is a
+random string the browser makes: Gradio serves whoever sends it, so another login that learns
+it could stop or read that session's replies. Here a request without a login is refused
+(401) unless its route is part of the login page itself, and a session id, or an event id
+the app handed to one login, used by another gets 403.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Iterator
+from typing import Any
+from urllib.parse import parse_qs
+
+from starlette.requests import cookie_parser
+
+from assistant.web.asgi import Message, Receive, Scope, Send, TooLarge, read_body, replay
+from assistant.web.exposure import Refusal
+
+PUBLIC_PAGES = frozenset(
+    {"/", "/favicon.ico", "/robots.txt", "/manifest.json", "/theme.css", "/logout",
+     "/gradio_api/theme.css", "/gradio_api/login_check", "/gradio_api/login_check/",
+     "/gradio_api/startup-events"}
+)  # fmt: skip
+"""What the login page itself loads (GET/HEAD): Gradio serves `/` as the login form. Gradio's
+`launch()` calls `startup-events` itself, without a login (it runs them once, at start)."""
+PUBLIC_PREFIXES = ("/assets/", "/static/", "/svelte/", "/pwa_icon")
+LOGIN = frozenset({"/login", "/login/"})
+OWN_CHECKS = ("/v1/", "/metrics")
+"""Routes that check who calls them themselves: `/v1` a bearer login (a client cannot follow
+Gradio's cookie flow), `/metrics` loopback only."""
+API = "/gradio_api"
+SESSION_BODIES = ("/queue/join", "/cancel", "/reset", "/stream/")
+"""Gradio routes whose JSON body names a session or an event."""
+MINTS_EVENTS = ("/queue/join", "/call/")
+"""Gradio routes that answer with a new event id."""
+JSON_BODY_MAX = 16 * 1024 * 1024
+"""A Gradio call's JSON at most (the page sends its chat history with each turn); Gradio
+itself parses any size."""
+LOGIN_MAX_AGE_S = 7 * 86400.0
+"""How long a login lasts by default (`login_max_age_s`)."""
+MAX_OWNED = 20_000
+"""Session and event ids remembered, the least recently used forgotten first. Gradio keeps
+the state of far fewer sessions (`server.SESSION_STATES`), so an id forgotten here has no
+state left to take over."""
+
+
+def login_token(scope: Scope, headers: dict[str, str]) -> tuple[dict[str, Any], str] | None:
+    """Gradio's table of login tokens and the request's token in it (its login cookie)."""
+    app = scope.get("app")
+    cookie_id, tokens = getattr(app, "cookie_id", None), getattr(app, "tokens", None)
+    if cookie_id is None or not isinstance(tokens, dict):
+        return None
+    cookies = cookie_parser(headers.get("cookie", ""))
+    token = cookies.get(f"access-token-{cookie_id}") or cookies.get(
+        f"access-token-unsecure-{cookie_id}"
+    )
+    return (tokens, token) if token and tokens.get(token) else None
+
+
+def is_public(scope: Scope) -> bool:
+    path, method = scope["path"], scope.get("method", "GET")
+    if scope["type"] == "http" and method == "POST" and path in LOGIN:
+        return True
+    if path.startswith(OWN_CHECKS):
+        return True
+    return method in ("GET", "HEAD") and (path in PUBLIC_PAGES or path.startswith(PUBLIC_PREFIXES))
+
+
+class Owners:
+    """Which login each Gradio session id and event id belongs to (bounded, LRU)."""
+
+    def __init__(self, capacity: int = MAX_OWNED):
+        self.capacity = capacity
+        self._owner: OrderedDict[str, str] = OrderedDict()
+
+    def claim(self, key: str, user: str, *, first_use_claims: bool = True) -> bool:
+        """Whether `user` may use `key`; an unknown key becomes theirs if `first_use_claims`."""
+        owner = self._owner.get(key)
+        if owner is None:
+            if first_use_claims:
+                self.note(key, user)
+            return True
+        self._owner.move_to_end(key)
+        return owner == user
+
+    def note(self, key: str, user: str) -> None:
+        self._owner[key] = user
+        self._owner.move_to_end(key)
+        while len(self._owner) > self.capacity:
+            self._owner.popitem(last=False)
+
+
+def ids_in_path(path: str, method: str) -> Iterator[str]:
+    """Session ("s:") and event ("e:") ids in a Gradio route's path."""
+    parts = path.removeprefix(API).strip("/").split("/")
+    if parts[0] == "heartbeat" and len(parts) > 1:
+        yield f"s:{parts[1]}"
+    elif parts[0] == "stream" and len(parts) > 1:
+        # GET /stream/{session}/{run}/{component}/...; POST /stream/{event}[/close]
+        yield f"{'s' if method == 'GET' else 'e'}:{parts[1]}"
+    elif parts[0] == "call" and len(parts) > 2 and method == "GET":
+        yield f"e:{parts[-1]}"
+
+
+def ids_in_json(body: bytes) -> Iterator[str]:
+    try:
+        data = json.loads(body) if body else None
+    except ValueError:
+        return  # Gradio answers it with 422
+    if isinstance(data, dict):
+        for field, kind in (("session_hash", "s"), ("event_id", "e")):
+            if isinstance(data.get(field), str):
+                yield f"{kind}:{data[field]}"
+
+
+class LoginWall:
+    """Admits a request only with a login (outside the public routes), and a Gradio session or
+    event only for the login it belongs to."""
+
+    def __init__(
+        self,
+        max_age_s: float = LOGIN_MAX_AGE_S,
+        owners: Owners | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ):
+        self.max_age_s = max_age_s
+        self.owners = owners or Owners()
+        self.clock = clock
+        self._seen: dict[str, float] = {}
+        """When each login token was first used (right after its login)."""
+
+    def login_of(self, scope: Scope, headers: dict[str, str]) -> str | None:
+        """The login behind a request; None once its token is older than `max_age_s` (Gradio
+        keeps tokens for as long as it runs): then Gradio forgets it too, and its page shows
+        the login form again."""
+        found = login_token(scope, headers)
+        if found is None:
+            return None
+        tokens, token = found
+        now = self.clock()
+        if now - self._seen.setdefault(token, now) <= self.max_age_s:
+            self._forget_gone(tokens)
+            return str(tokens[token])
+        tokens.pop(token, None)
+        self._seen.pop(token, None)
+        return None
+
+    def _forget_gone(self, tokens: dict[str, Any]) -> None:
+        # tokens Gradio no longer has (logged out) need no date: memory stays bounded
+        if len(self._seen) > 2 * len(tokens) + 100:
+            self._seen = {t: at for t, at in self._seen.items() if t in tokens}
+
+    async def admit(
+        self, scope: Scope, receive: Receive, send: Send, headers: dict[str, str]
+    ) -> Refusal | tuple[Receive, Send]:
+        """Why it is refused, or the (receive, send) to go on with."""
+        user = self.login_of(scope, headers)
+        if user is None:
+            if is_public(scope):
+                return receive, send
+            return Refusal(401, "log in first")
+        path, method = scope["path"], scope.get("method", "GET")
+        if not path.startswith(API + "/"):
+            return receive, send
+        ids = list(ids_in_path(path, method))
+        query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
+        ids += [f"s:{s}" for s in query.get("session_hash", [])]
+        if method == "POST" and path.removeprefix(API).startswith(SESSION_BODIES):
+            try:
+                body = await read_body(receive, JSON_BODY_MAX)
+            except TooLarge:
+                return Refusal(413, f"the request is larger than {JSON_BODY_MAX} bytes")
+            if body is None:
+                return receive, send  # the client left; nothing to answer
+            ids += ids_in_json(body)
+            receive = replay(body, receive)
+        # an event id is the app's to hand out: one it never handed out claims nothing
+        if not all(self.owners.claim(i, user, first_use_claims=i[0] == "s") for i in ids):
+            return Refusal(403, "that session belongs to another login")
+        if method == "POST" and path.removeprefix(API).startswith(MINTS_EVENTS):
+            send = self._noting_events(send, user)
+        return receive, send
+
+    def _noting_events(self, send: Send, user: str) -> Send:
+        """A `send` that records the event id in the answer as `user`'s."""
+        body = b""
+
+        async def noting(message: Message) -> None:
+            nonlocal body
+            if message["type"] == "http.response.body":
+                body += message.get("body", b"")
+                if not message.get("more_body", False) and len(body) < 4096:
+                    for key in ids_in_json(body):
+                        if key.startswith("e:"):
+                            self.owners.note(key, user)
+            await send(message)
+
+        return noting

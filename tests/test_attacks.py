@@ -1,0 +1,602 @@
+"""The attack suite (issue 26): each test is an attack on the running app over real HTTP or
+WebSocket, and each failed on the code before the fix.
+
+Sections follow the issue's items (1 to 7), then the other findings it lists. Apps:
+`open_app` runs without a login (the default set-up), `guarded` with two logins, both listing
+one extra name in ASSISTANT_ALLOWED_HOSTS; `slow_app` (two logins) has slow replies and small
+limits; the crash tests start their own. The proxy is Debian's nginx (`proxy_proc`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import json
+import os
+import re
+import signal
+import socket
+import sqlite3
+import ssl
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx
+import pytest
+from gradio_client import Client
+
+from assistant.devtools.launcher import running
+from assistant.engine.embedded import free_port
+from assistant.records import StoredTurn
+from assistant.store.db import Store
+from assistant.store.jobs import MAX_CRASHES
+from assistant.turns.pipeline import STOPPED
+from tests.app_proc import CLI_SERVE, App, app_env, run_app
+from tests.proxy_proc import run_nginx
+from tests.simengine_proc import run_simengine
+from tests.waiting import wait_until
+
+USERS = {"ann": "pw-ann-26", "bob": "pw-bob-26"}
+AUTH = ",".join(f"{u}:{p}" for u, p in USERS.items())
+LISTED = "assistant.lan"
+"""The name both apps list in ASSISTANT_ALLOWED_HOSTS."""
+EVIL = "rebind.evil.test"
+"""An attacker's name that resolves to 127.0.0.1 (DNS rebinding): the browser sends it as Host."""
+POST_BODY = {"session_hash": "s", "event_id": "e", "fn_index": 0}
+ROUTES = [
+    ("GET", "/"),
+    ("GET", "/config"),
+    ("GET", "/gradio_api/info"),
+    ("POST", "/gradio_api/upload"),
+    ("POST", "/gradio_api/queue/join"),
+    ("POST", "/gradio_api/cancel"),
+    ("GET", "/gradio_api/heartbeat/s"),
+    ("GET", "/v1/models"),
+    ("POST", "/v1/chat/completions"),
+    ("GET", "/metrics"),
+]
+"""The page, Gradio's API (uploads, calls, cancel, heartbeat), the OpenAI API and metrics."""
+
+
+@pytest.fixture(scope="module")
+def sim() -> Iterator[str]:
+    with run_simengine("--token-ms", "5") as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def open_app(sim: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[App]:
+    data = tmp_path_factory.mktemp("open")
+    with run_app(data, sim, entry=CLI_SERVE, ASSISTANT_ALLOWED_HOSTS=LISTED) as app:
+        yield app
+
+
+@pytest.fixture(scope="module")
+def guarded(sim: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[App]:
+    data = tmp_path_factory.mktemp("guarded")
+    env = {"ASSISTANT_AUTH": AUTH, "ASSISTANT_ALLOWED_HOSTS": LISTED}
+    with run_app(data, sim, entry=CLI_SERVE, **env) as app:
+        yield app
+
+
+def port_of(url: str) -> int:
+    return int(urlsplit(url).port or 0)
+
+
+def call(
+    base: str,
+    method: str,
+    path: str,
+    *,
+    host: str | None = None,
+    cookies: httpx.Cookies | None = None,
+    **headers: str,
+) -> tuple[int, str]:
+    """One request; the status and the start of the body (a stream is not read to its end)."""
+    sent = {k.replace("_", "-"): v for k, v in headers.items()}
+    if host is not None:
+        sent["Host"] = host
+    body: dict[str, Any] = {"json": POST_BODY} if method == "POST" else {}
+    with httpx.Client(base_url=base.rstrip("/"), cookies=cookies, verify=False, timeout=30) as c:
+        with c.stream(method, path, headers=sent, **body) as r:
+            text = b""
+            for chunk in r.iter_bytes():
+                text += chunk
+                if len(text) > 2000 or r.headers.get("content-type", "").startswith(
+                    "text/event-stream"
+                ):
+                    break
+            return r.status_code, text.decode("utf-8", "replace")
+
+
+def handshake(base: str, path: str = "/listen", host: str | None = None, **headers: str) -> int:
+    """A WebSocket opening handshake on a raw socket (any Host we like); the HTTP status the
+    server answers: 101 means the socket opened."""
+    u = urlsplit(base)
+    lines = [
+        f"GET {path} HTTP/1.1",
+        f"Host: {host or u.netloc}",
+        "Upgrade: websocket",
+        "Connection: Upgrade",
+        "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==",
+        "Sec-WebSocket-Version: 13",
+        *(f"{k.replace('_', '-')}: {v}" for k, v in headers.items()),
+    ]
+    with socket.create_connection((u.hostname, u.port), timeout=30) as raw:
+        s: socket.socket = raw
+        if u.scheme == "https":
+            s = ssl._create_unverified_context().wrap_socket(raw, server_hostname=u.hostname)
+        s.sendall(("\r\n".join(lines) + "\r\n\r\n").encode())
+        head = b""
+        while b"\r\n" not in head:
+            chunk = s.recv(4096)
+            if not chunk:
+                break
+            head += chunk
+    return int(head.split()[1])
+
+
+def logged_in(app: App, user: str) -> httpx.Cookies:
+    r = httpx.post(app.url + "login", data={"username": user, "password": USERS[user]})
+    r.raise_for_status()
+    return r.cookies
+
+
+# --- 1. Host allow-list (DNS rebinding) ------------------------------------------------------
+
+
+@pytest.mark.parametrize(("method", "path"), ROUTES)
+def test_an_unknown_host_is_refused_on_every_route(open_app, method, path):
+    # a rebinding page's requests: its own name as Host and Origin, the peer 127.0.0.1
+    host = f"{EVIL}:{port_of(open_app.url)}"
+    status, text = call(open_app.url, method, path, host=host, Origin=f"http://{host}")
+    assert status == 421, (status, text[:200])
+    assert "ASSISTANT_ALLOWED_HOSTS" in text and "\n" not in text.strip()
+
+
+def test_an_unknown_host_cannot_open_the_microphone_stream(open_app):
+    host = f"{EVIL}:{port_of(open_app.url)}"
+    assert handshake(open_app.url, host=host, Origin=f"http://{host}") == 421
+    assert handshake(open_app.url) == 101  # the same socket for the app's own name opens
+
+
+@pytest.mark.parametrize("name", ["localhost", "127.0.0.1", "[::1]", LISTED])
+def test_loopback_and_listed_names_are_served_and_look_alikes_are_not(open_app, name):
+    port = port_of(open_app.url)
+    host = f"{name}:{port}"
+    for path in ("/", "/gradio_api/info", "/v1/models"):
+        assert call(open_app.url, "GET", path, host=host)[0] == 200, (host, path)
+    assert handshake(open_app.url, host=host) == 101
+    # a name of the attacker's that merely starts like a served one
+    look_alike = f"{name.strip('[]').replace(':', '-')}.{EVIL}:{port}"
+    assert call(open_app.url, "GET", "/", host=look_alike)[0] == 421
+
+
+def test_with_a_login_the_listed_hosts_apply_too(guarded):
+    cookies = logged_in(guarded, "ann")
+    port = port_of(guarded.url)
+    assert call(guarded.url, "GET", "/gradio_api/info", host=f"{LISTED}:{port}",
+                cookies=cookies)[0] == 200  # fmt: skip
+    status, text = call(guarded.url, "GET", "/gradio_api/info", host=f"{EVIL}:{port}",
+                        cookies=cookies)  # fmt: skip
+    assert status == 421 and "ASSISTANT_ALLOWED_HOSTS" in text
+
+
+@contextlib.contextmanager
+def run_tls_app(data: Path, engine: str) -> Iterator[str]:
+    """`assistant serve --tls` (loopback, no login) until its page answers over HTTPS."""
+    port = free_port()
+    cmd = [sys.executable, *CLI_SERVE, "--tls", "--port", str(port)]
+    with running(cmd, env=app_env(data, engine), cwd=data, log=data / "app.log") as p:
+        url = f"https://127.0.0.1:{port}"
+        deadline = time.monotonic() + 180
+        while True:
+            assert p.proc.poll() is None, p.output()
+            assert time.monotonic() < deadline, p.output()
+            with contextlib.suppress(httpx.HTTPError):
+                if httpx.get(url + "/", verify=False, timeout=5).status_code == 200:
+                    break
+            time.sleep(0.3)
+        yield url
+
+
+def test_the_names_of_the_tls_certificate_are_served(sim, tmp_path):
+    from assistant.web.tls import load_certificate
+
+    data = tmp_path / "tls"
+    data.mkdir()
+    with run_tls_app(data, sim) as url:
+        names = load_certificate(data / "tls" / "cert.pem", data / "tls" / "key.pem").names
+        other = next(n for n in names if n not in ("localhost", "127.0.0.1", "::1"))
+        port = port_of(url)
+        host = f"[{other}]:{port}" if ":" in other else f"{other}:{port}"
+        assert call(url, "GET", "/gradio_api/info", host=host)[0] == 200, host
+        assert call(url, "GET", "/gradio_api/info", host=f"{EVIL}:{port}")[0] == 421
+        assert handshake(url, host=f"{EVIL}:{port}") == 421
+
+
+# --- 2. no login, no network ---------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def proxy(open_app: App, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    with run_nginx(tmp_path_factory.mktemp("nginx"), open_app.url) as url:
+        yield url
+
+
+@pytest.mark.parametrize(("method", "path"), [r for r in ROUTES if not r[1].startswith("/v1")])
+def test_without_a_login_nothing_is_served_through_a_reverse_proxy(proxy, method, path):
+    # (/v1 refused proxied requests before: tests/test_openai_api.py)
+    status, text = call(proxy, method, path)
+    assert status == 403, (status, text[:200])
+    assert "ASSISTANT_AUTH" in text
+
+
+def test_without_a_login_the_microphone_stream_is_refused_through_a_reverse_proxy(proxy):
+    assert handshake(proxy) == 403
+
+
+@pytest.mark.parametrize(
+    "header",
+    [{"Forwarded": "for=203.0.113.9"}, {"X-Real-IP": "203.0.113.9"},
+     {"X-Forwarded-Host": "assistant.example.org"}, {"Via": "1.1 proxy"}],
+)  # fmt: skip
+def test_without_a_login_any_proxy_header_is_refused(open_app, header):
+    status, text = call(open_app.url, "GET", "/", **header)
+    assert status == 403 and "ASSISTANT_AUTH" in text
+
+
+# --- 3. every route behind the login; a session belongs to its login --------------------------
+
+
+@pytest.mark.parametrize(
+    ("method", "path"),
+    [("POST", "/gradio_api/cancel"), ("POST", "/gradio_api/reset"),
+     ("GET", "/gradio_api/heartbeat/s"), ("POST", "/gradio_api/stream/e"),
+     ("POST", "/gradio_api/stream/e/close"),
+     ("GET", "/gradio_api/stream/s/0/1/playlist.m3u8")],
+)  # fmt: skip
+def test_every_gradio_route_needs_the_login(guarded, method, path):
+    # the routes Gradio left open; the others it checked itself already
+    status, text = call(guarded.url, method, path)
+    assert status == 401, (status, text[:200])
+
+
+def test_without_the_login_only_the_login_page_answers(guarded):
+    assert call(guarded.url, "GET", "/")[0] == 200  # Gradio's login form
+    assert handshake(guarded.url) == 401
+    assert logged_in(guarded, "ann")  # and the login itself works
+
+
+def client_of(app: App, user: str) -> httpx.Client:
+    return httpx.Client(base_url=app.url, cookies=logged_in(app, user), timeout=30)
+
+
+def test_a_gradio_session_belongs_to_the_login_that_opened_it(guarded):
+    session = "ann-session-26"
+    cancel = {"session_hash": session, "event_id": "e", "fn_index": 0}
+    with client_of(guarded, "ann") as ann, client_of(guarded, "bob") as bob:
+        heartbeat = f"/gradio_api/heartbeat/{session}"
+        assert call(guarded.url, "GET", heartbeat, cookies=ann.cookies)[0] == 200
+        assert bob.post("gradio_api/cancel", json=cancel).status_code == 403
+        queued = bob.get("gradio_api/queue/data", params={"session_hash": session})
+        assert queued.status_code == 403
+        assert call(guarded.url, "GET", heartbeat, cookies=bob.cookies)[0] == 403
+        assert ann.post("gradio_api/cancel", json=cancel).status_code == 200
+
+
+def test_an_event_belongs_to_the_login_that_started_it(guarded):
+    with client_of(guarded, "ann") as ann, client_of(guarded, "bob") as bob:
+        config = ann.get("config").json()
+        jobs = next(d["id"] for d in config["dependencies"] if d.get("api_name") == "jobs")
+        join = {"data": [], "fn_index": jobs, "session_hash": "ann-26b", "event_data": None,
+                "trigger_id": None}  # fmt: skip
+        joined = ann.post("gradio_api/queue/join", json=join)
+        assert joined.status_code == 200, joined.text
+        event = joined.json()["event_id"]
+        # bob's own session, ann's event: Gradio cancels by the event id alone
+        cancel = {"session_hash": "bob-26b", "event_id": event, "fn_index": jobs}
+        refused = bob.post("gradio_api/cancel", json=cancel)
+        assert refused.status_code == 403, refused.text
+        assert bob.post(f"gradio_api/stream/{event}/close").status_code == 403
+
+
+# --- 4. bounded by login (in part) --------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def slow_app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[App]:
+    """Replies of 600 words at 50 ms a word (half a minute), two /v1 requests per login,
+    Gradio's cache (in `<data>/gradio`) kept for 2 s, uploads of 1 MB, logins for 5 s."""
+    data = tmp_path_factory.mktemp("slow")
+    settings = (
+        "max_api_per_user = 2\ncache_max_age_s = 2\nmax_upload_bytes = 1000000\n"
+        "login_max_age_s = 5\n"
+    )
+    (data / "assistant.toml").write_text(settings)
+    env = {"ASSISTANT_AUTH": AUTH, "GRADIO_TEMP_DIR": str(data / "gradio")}
+    with run_simengine("--token-ms", "50", "--answer-words", "600") as slow:
+        with run_app(data, slow, entry=CLI_SERVE, **env) as app:
+            yield app
+
+
+def ask_body(text: str, stream: bool) -> dict[str, Any]:
+    return {"model": "assistant", "stream": stream, "reasoning_effort": "low",
+            "messages": [{"role": "user", "content": text}]}  # fmt: skip
+
+
+def bearer(user: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {user}:{USERS[user]}"}
+
+
+def test_one_login_cannot_take_every_v1_place(slow_app):
+    url = slow_app.url + "v1/chat/completions"
+    with contextlib.ExitStack() as held, httpx.Client(timeout=60) as http:
+        for n in range(2):  # ann's two places, held open while their replies stream
+            r = held.enter_context(
+                http.stream("POST", url, json=ask_body(f"hold {n}", True), headers=bearer("ann"))
+            )
+            assert r.status_code == 200
+        third = http.post(url, json=ask_body("one more", True), headers=bearer("ann"))
+        assert third.status_code == 429, third.text
+        assert "max_api_per_user" in third.json()["error"]["message"]
+        with http.stream("POST", url, json=ask_body("bob too", True), headers=bearer("bob")) as r:
+            assert r.status_code == 200  # another login is not held up by ann's
+
+
+def test_a_client_that_leaves_stops_its_non_streamed_turn(slow_app):
+    url = slow_app.url + "v1/chat/completions"
+    with pytest.raises(httpx.ReadTimeout):  # the client gives up and closes the connection
+        httpx.post(url, json=ask_body("leaving early 26", False), headers=bearer("bob"),
+                   timeout=httpx.Timeout(60, read=3))  # fmt: skip
+    store = Store(slow_app.data_dir / "assistant.db")
+
+    def stopped() -> StoredTurn | None:
+        turns = [t for c in store.conversations("bob") for t in store.transcript(c.id)]
+        mine = [t for t in turns if t.user_text == "leaving early 26"]
+        return next((t for t in mine if t.result.error == STOPPED), None)
+
+    turn = wait_until(stopped, 60, "the turn to stop")  # not the half minute of its reply
+    assert turn.result.incomplete
+    store.close()
+
+
+def test_a_call_cannot_send_audio_faster_than_real_time(open_app):
+    import asyncio
+
+    import websockets
+
+    async def flood() -> list[str]:
+        said: list[str] = []
+        url = open_app.url.replace("http://", "ws://") + "listen"
+        async with websockets.connect(url) as ws:
+            for _ in range(100):  # 10 s of audio (100 ms frames) sent at once
+                await ws.send(bytes(3200))
+            with contextlib.suppress(websockets.exceptions.ConnectionClosed, TimeoutError):
+                while True:
+                    said.append(str(await asyncio.wait_for(ws.recv(), 30)))
+        return said
+
+    said = asyncio.run(flood())
+    assert any("faster than" in m for m in said), said
+
+
+# --- 5. disk (in part) -----------------------------------------------------------------------
+
+
+def test_gradios_cache_is_cleaned_on_a_schedule(slow_app):
+    with client_of(slow_app, "ann") as ann:
+        files = {"files": ("note.txt", b"an upload that should not stay forever")}
+        uploaded = ann.post("gradio_api/upload", files=files)
+        assert uploaded.status_code == 200, uploaded.text
+    (path,) = (Path(p) for p in uploaded.json())
+    assert path.is_file() and (slow_app.data_dir / "gradio") in path.parents
+    wait_until(lambda: not path.exists(), 60, "the upload to be cleaned from the cache")
+
+
+def test_one_upload_request_cannot_carry_more_than_the_cap(slow_app):
+    part = b"\0" * 600_000  # each file under the 1 MB cap, together over it
+    with client_of(slow_app, "ann") as ann:
+        many = [("files", (f"f{n}.bin", part)) for n in range(3)]
+        refused = ann.post("gradio_api/upload", files=many)
+        assert refused.status_code == 413 and "max_upload_bytes" in refused.text
+        assert ann.post("gradio_api/upload", files=many[:1]).status_code == 200
+
+
+# --- 6. nothing lost on a crash ------------------------------------------------------------
+
+
+def test_kill_9_mid_reply_keeps_the_words_and_what_had_arrived(tmp_path):
+    data = tmp_path / "app"
+    # a reply of 600 words at 50 ms a word: half a minute to kill it in
+    with run_simengine("--token-ms", "50", "--answer-words", "600") as slow:
+        with run_app(data, slow, entry=CLI_SERVE) as first:
+            store = Store(data / "assistant.db")
+            ask = {"model": "assistant", "stream": True, "reasoning_effort": "low",
+                   "messages": [{"role": "user", "content": "words to keep 26"}]}  # fmt: skip
+            url = first.url + "v1/chat/completions"
+            with httpx.stream("POST", url, json=ask, timeout=60) as reply:
+                assert reply.status_code == 200
+                lines = reply.iter_lines()
+                next(line for line in lines if '"content":"' in line and 'content":""' not in line)
+
+                def saved() -> StoredTurn | None:
+                    turns = [
+                        t for c in store.conversations("local") for t in store.transcript(c.id)
+                    ]
+                    return next((t for t in turns if t.result.reply and t.result.incomplete), None)
+
+                wait_until(saved, 60, "the reply so far to be saved")
+                os.kill(first.proc.pid, signal.SIGKILL)
+                first.proc.wait()
+        with run_app(data, slow, entry=CLI_SERVE) as second:
+            (conversation,) = store.conversations("local")
+            (turn,) = store.transcript(conversation.id)
+            assert turn.user_text == "words to keep 26"
+            assert turn.result.reply and turn.result.incomplete
+            assert "stopped before this reply was complete" in (turn.result.error or "")
+            ask["stream"] = False
+            ask["messages"] = [{"role": "user", "content": "still here?"}]
+            after = httpx.post(second.url + "v1/chat/completions", json=ask, timeout=120)
+            assert after.status_code == 200
+        store.close()
+
+
+def lease_holder(db: Path, job_id: str, other_than: str) -> str | None:
+    """The worker running the job (`host:pid:tag`) once it has made progress, unless that is
+    `other_than` (a worker already killed)."""
+    with contextlib.closing(sqlite3.connect(db)) as c:
+        row = c.execute(
+            "SELECT lease_owner FROM jobs WHERE id=? AND state='running' AND reasoning_tokens>0",
+            (job_id,),
+        ).fetchone()
+    holder = row[0] if row else None
+    return holder if holder and holder != other_than else None
+
+
+def test_a_job_that_keeps_killing_its_process_fails_instead_of_looping(tmp_path):
+    data = tmp_path / "app"
+    db = data / "assistant.db"
+    with run_simengine("--token-ms", "10", "--reasoning-tokens", "3000") as slow:
+        job_id, killed, holder = "", 0, ""
+        while killed < MAX_CRASHES:
+            with run_app(data, slow, entry=CLI_SERVE) as app:
+                if not job_id:
+                    task = "a task that takes its process down"
+                    job_id = Client(app.url, verbose=False).predict(task, "", api_name="/delegate")[
+                        "id"
+                    ]
+                while killed < MAX_CRASHES:
+                    running = functools.partial(lease_holder, db, job_id, holder)
+                    holder = wait_until(running, 120, f"the job to run again ({killed} kills)")
+                    pid = int(holder.split(":")[1])
+                    os.kill(pid, signal.SIGKILL)  # as if the job took its process down
+                    killed += 1
+                    if pid == app.proc.pid:  # the app ran it itself: start the app again
+                        app.proc.wait()
+                        break
+        with run_app(data, slow, entry=CLI_SERVE):
+            store = Store(db)
+            wait_until(lambda: store.job(job_id).state == "failed", 120, "the job to fail")
+            assert f"stopped {MAX_CRASHES} times" in (store.job(job_id).error or "")
+            store.close()
+
+
+# --- 7. idempotency --------------------------------------------------------------------------
+
+
+def cli(app: App, *args: str) -> subprocess.CompletedProcess:
+    """`assistant ARGS` beside the running app, on its data directory."""
+    env = app_env(app.data_dir, "http://127.0.0.1:9/v1")  # the CLI only queues: no engine call
+    return subprocess.run(
+        [sys.executable, "-m", "assistant.cli", *args], env=env, cwd=app.data_dir,
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+
+
+def test_a_job_key_reused_with_other_text_is_refused_by_the_cli(open_app):
+    first = cli(open_app, "delegate", "--no-wait", "--json", "--key", "k26", "write a poem")
+    assert first.returncode == 0, first.stderr
+    again = cli(open_app, "delegate", "--no-wait", "--json", "--key", "k26", "write a poem")
+    assert json.loads(again.stdout)["id"] == json.loads(first.stdout)["id"]  # a retry
+    other = cli(open_app, "delegate", "--no-wait", "--key", "k26", "delete everything")
+    assert other.returncode == 1 and "k26" in other.stderr and "other text" in other.stderr
+    assert other.stderr.count("\n") == 1 and "Traceback" not in other.stderr
+
+
+def test_v1_takes_an_idempotency_key_and_refuses_it_for_other_text(open_app):
+    url = open_app.url + "v1/chat/completions"
+
+    def ask(text: str, key: str) -> httpx.Response:
+        body = {"model": "assistant", "messages": [{"role": "user", "content": text}]}
+        return httpx.post(url, json=body, headers={"Idempotency-Key": key}, timeout=120)
+
+    first = ask("delegate: compare three sorting algorithms", "v1-key-26")
+    assert first.status_code == 200 and first.headers.get("x-assistant-job"), first.text
+    retried = ask("delegate: compare three sorting algorithms", "v1-key-26")
+    assert retried.headers.get("x-assistant-job") == first.headers["x-assistant-job"]
+    other = ask("delegate: something else entirely", "v1-key-26")
+    assert other.status_code == 409, other.text
+    assert "v1-key-26" in other.json()["error"]["message"]
+
+
+@pytest.mark.browser
+def test_the_pages_delegate_button_sends_a_key_per_click(open_app):
+    from playwright.sync_api import expect, sync_playwright
+
+    store = Store(open_app.data_dir / "assistant.db")
+    before = {j.id for j in store.jobs()}
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(
+            executable_path="/usr/bin/chromium", args=["--headless=new", "--no-sandbox"]
+        )
+        try:
+            page = browser.new_page()
+            page.set_default_timeout(60_000)
+            page.goto(open_app.url)
+            handoffs = page.locator("#chatbot [data-testid=bot]", has_text="Handed off")
+            for clicks in (1, 2):
+                page.get_by_placeholder("Type a message").fill("summarize the history of tea")
+                page.get_by_role("button", name="Delegate", exact=True).click()
+                expect(handoffs).to_have_count(clicks, timeout=60_000)
+        finally:
+            browser.close()
+    made = [j for j in store.jobs() if j.id not in before]
+    keys = {j.idempotency_key or "" for j in made}
+    assert len(made) == 2 and len(keys) == 2, made  # one job per click, each its own key
+    assert all(re.fullmatch(r"[0-9a-f]{32}", k) for k in keys), keys
+    store.close()
+
+
+# --- findings: the logout link, the API's input ------------------------------------------------
+
+
+def test_another_site_cannot_log_a_login_out(guarded):
+    with client_of(guarded, "ann") as ann:
+        # what a browser sends for <img src="http://app/logout"> on another site
+        status, _ = call(guarded.url, "GET", "/logout", cookies=ann.cookies,
+                         Sec_Fetch_Site="cross-site", Sec_Fetch_Mode="no-cors")  # fmt: skip
+        assert status == 403
+        assert ann.get("gradio_api/info").status_code == 200  # still logged in
+        own = ann.get("logout", headers={"Sec-Fetch-Site": "same-origin"}, follow_redirects=False)
+        assert own.status_code == 302  # the page's own Logout still works
+
+
+def test_rotating_ipv6_addresses_does_not_escape_the_login_throttle(guarded):
+    # a client with a /64 of its own, through a proxy on this machine (uvicorn believes its
+    # X-Forwarded-For): each failure from a new address of the same /64
+    def login(password: str, n: int) -> int:
+        forwarded = {"X-Forwarded-For": f"2001:db8:26:1::{n:x}"}
+        form = {"username": "ann", "password": password}
+        return httpx.post(guarded.url + "login", data=form, headers=forwarded).status_code
+
+    assert all(login("wrong", n) == 400 for n in range(1, 6))
+    assert login(USERS["ann"], 99) == 429  # locked for the whole /64, right password or not
+
+
+def test_a_login_expires(slow_app):
+    with client_of(slow_app, "ann") as ann:
+        assert ann.get("gradio_api/info").status_code == 200
+        expired = lambda: ann.get("gradio_api/info").status_code == 401  # noqa: E731
+        wait_until(expired, 60, "the login to expire")
+        assert ann.get("gradio_api/heartbeat/s").status_code == 401  # on every route
+    with client_of(slow_app, "ann") as again:  # logging in again works
+        assert again.get("gradio_api/info").status_code == 200
+
+
+@pytest.mark.parametrize(
+    ("body", "why"),
+    [('{"model": "assistant", "max_tokens": true, "messages": [{"role": "user", '
+      '"content": "hi"}]}', "max_tokens"),
+     ("[" * 100_000 + "]" * 100_000, "nested")],
+)  # fmt: skip
+def test_v1_refuses_malformed_input_as_a_client_error(open_app, body, why):
+    r = httpx.post(open_app.url + "v1/chat/completions", content=body,
+                   headers={"content-type": "application/json"}, timeout=60)  # fmt: skip
+    assert r.status_code == 400, r.text[:300]
+    assert why in r.json()["error"]["message"]
