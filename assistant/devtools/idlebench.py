@@ -22,6 +22,7 @@ from typing import Any
 
 from assistant.devtools.launcher import running
 from assistant.devtools.loadbench import cpu_ms, rss_mb
+from assistant.devtools.loadclient import children, named_children  # noqa: F401
 from assistant.engine.embedded import free_port
 from assistant.settings import Settings
 from assistant.stats import percentile
@@ -32,27 +33,6 @@ START_S = 30.0
 SETTLED_MS = 100.0
 TARGETS = {"no_page": 5.0, "one_page": 15.0}
 CHROMIUM = Path("/usr/bin/chromium")
-
-
-def children(pid: int) -> list[int]:
-    """The process's direct children (the embedded engine), from /proc."""
-    found: list[int] = []
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        with contextlib.suppress(OSError):
-            found += [int(c) for c in (task / "children").read_text().split()]
-    return found
-
-
-def named_children(pid: int) -> dict[str, int]:
-    """The app's children by what they run: the job worker and the embedded engine."""
-    named = {}
-    for child in children(pid):
-        try:
-            cmd = Path(f"/proc/{child}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-        except OSError:
-            continue
-        named["worker" if " worker" in cmd and "assistant" in cmd else "engine"] = child
-    return named
 
 
 def settle(pid: int, started: float, budget_s: float = 180.0) -> float:

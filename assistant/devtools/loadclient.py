@@ -243,6 +243,27 @@ def spread(values: list[float], *qs: float) -> dict[str, float]:
     return out
 
 
+def children(pid: int) -> list[int]:
+    """The process's direct children (the embedded engine), from /proc."""
+    found: list[int] = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(OSError):
+            found += [int(c) for c in (task / "children").read_text().split()]
+    return found
+
+
+def named_children(pid: int) -> dict[str, int]:
+    """The app's children by what they run: the job worker and the embedded engine."""
+    named = {}
+    for child in children(pid):
+        try:
+            cmd = Path(f"/proc/{child}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        named["worker" if " worker" in cmd and "assistant" in cmd else "engine"] = child
+    return named
+
+
 def lag_histogram(text: str) -> dict[float, float]:
     """The app's `assistant_event_loop_lag_seconds` buckets (upper bound in s: count)."""
     from prometheus_client.parser import text_string_to_metric_families
@@ -284,8 +305,6 @@ class Meter:
     def __init__(self, pid: int, engine_pid: int, http: httpx.AsyncClient | None = None) -> None:
         self.pid, self.engine_pid, self.peak = pid, engine_pid, rss_mb(pid)
         self.http = http
-        from assistant.devtools.idlebench import named_children
-
         self.worker_pid = named_children(pid).get("worker")
 
     async def lag(self) -> dict[float, float]:
