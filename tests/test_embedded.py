@@ -10,7 +10,6 @@ import pytest
 from assistant.engine.embedded import EmbeddedEngine
 from assistant.runtime import Runtime
 from assistant.turns.pipeline import TurnRequest
-from assistant.worker import worker_process
 from tests.waiting import until
 
 # one event loop for the module: the runtime's scheduler and queues belong to the loop that
@@ -113,40 +112,6 @@ async def test_chat_preempts_a_deep_job_on_the_real_engine(runtime, monkeypatch)
     assert final.state == "done", final.error
     assert final.result.startswith(partial)  # what it generated before the chat turn is kept
     assert runtime.scheduler.stats["deep"].preemptions >= 1
-
-
-@same_loop
-async def test_a_chat_turn_preempts_the_worker_processs_job_on_the_real_engine(runtime):
-    """As `assistant serve` runs jobs: in the worker process, attached to the app's embedded
-    engine; the app's chat turn, mirrored over the link, makes the deep request yield."""
-    import asyncio
-
-    child = worker_process(runtime)
-    serving = asyncio.create_task(child.run())
-    try:
-        await until(lambda: child.ready.is_set(), 120, "the worker process to link")
-        for attempt in range(4):
-            job = runtime.jobs.submit("local", f"Write a long story about a lighthouse {attempt}.")
-            await until(
-                lambda j=job: (
-                    len(runtime.store.job(j.id).result.split()) > 5 or _ended(runtime, j.id)
-                ),
-                300,
-                "the deep job to produce output",
-            )
-            partial = runtime.store.job(job.id).result
-            chat = await runtime.turns.ask("Hello, how are you?", deep_inline=True)
-            assert chat.lane == "chat" and chat.finish_reason in ("stop", "length"), chat.error
-            await until(lambda j=job: _ended(runtime, j.id), 900, "the job to end")
-            if child.peer.preemptions:
-                break
-    finally:
-        serving.cancel()
-        await asyncio.gather(serving, return_exceptions=True)
-    final = runtime.store.job(job.id)
-    assert final.state == "done", final.error
-    assert final.result.startswith(partial)  # what it generated before the chat turn is kept
-    assert child.peer.preemptions >= 1
 
 
 def _ended(runtime, job_id: str) -> bool:
