@@ -95,12 +95,12 @@ async def _jobs_served(
 ) -> AsyncIterator[None]:
     """Queued jobs run while inside: by a worker process linked to `rt` ("process", as
     `assistant serve` runs them), or on this loop beside the chat turns ("loop", as it did)."""
+    cap = rt.scheduler.deep_max
+    rt.scheduler.enabled = lanes  # the app's side; a worker process gets `lanes` itself
     if worker == "loop":
-        rt.scheduler.enabled = lanes
-        rt.scheduler.deep_max = deep_max or rt.scheduler.deep_max
+        rt.scheduler.deep_max = deep_max or cap
         serving = asyncio.create_task(rt.worker().serve(poll_s=0.05))
     else:
-        rt.scheduler.enabled = lanes
         child = worker_process(rt, lanes=lanes, deep_max=deep_max)
         serving = asyncio.create_task(child.run())
         await asyncio.wait_for(child.ready.wait(), 120)
@@ -109,7 +109,7 @@ async def _jobs_served(
     finally:
         serving.cancel()
         await asyncio.gather(serving, return_exceptions=True)
-        rt.scheduler.enabled = True
+        rt.scheduler.enabled, rt.scheduler.deep_max = True, cap
 
 
 async def _saturated(
