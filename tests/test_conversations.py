@@ -169,3 +169,19 @@ def test_voice_settings_stay_disabled_until_the_logins_own_values_are_loaded(con
     assert rate == {"__type__": "update", "value": 1.5, "interactive": True}
     assert speak == {"__type__": "update", "value": False, "interactive": True}
     assert player.visible is False
+
+
+def test_two_quick_voice_changes_are_both_kept_whichever_is_saved_first(convs):
+    # the page sends the rate's release and the speech box as two events that may run in
+    # either order; each saving every control put back the value the other had just changed
+    from assistant.settings import Settings
+    from assistant.web.conversations_panel import VoiceSettings
+
+    voices = VoiceSettings(convs, Settings())
+    player = voices.save_speak(False, None)  # the box unticked, saved first...
+    voices.save_rate(1.5, None)  # ...then the rate's release, which saw the box still ticked
+    assert convs.prefs("local") == {"rate": 1.5, "speak": False}
+    assert player.visible is False
+    voices.save_rate(9.0, None)  # out of range: held to the slider's bounds
+    voices.save_voice(None, None)  # the default voice: nothing stored
+    assert convs.prefs("local") == {"rate": 2.0, "speak": False}

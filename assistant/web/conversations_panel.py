@@ -220,11 +220,19 @@ class VoiceSettings:
             gr.Audio(visible=speak),
         )
 
-    def save_voice(self, voice: str | None, rate: float, speak: bool, request: gr.Request) -> Any:
-        owner = owner_of(self.settings, request)
-        rate = min(max(float(rate or 1.0), MIN_RATE), MAX_RATE)
+    # One handler per control, each saving only its own setting: the page sends two quick
+    # changes (the rate's release, then the speech box) as separate events that may run in
+    # either order, and a handler saving all three values would put back the one it saw first.
+    def save_voice(self, voice: str | None, request: gr.Request) -> None:
         known = {name for _, name in voice_choices(self.settings)}
         if voice and voice not in known:
             raise gr.Error(f"unknown voice {voice!r}")
-        self.conversations.remember(owner, voice=voice or None, rate=rate, speak=bool(speak))
+        self.conversations.remember(owner_of(self.settings, request), voice=voice or None)
+
+    def save_rate(self, rate: float | None, request: gr.Request) -> None:
+        rate = min(max(float(rate or 1.0), MIN_RATE), MAX_RATE)
+        self.conversations.remember(owner_of(self.settings, request), rate=rate)
+
+    def save_speak(self, speak: bool, request: gr.Request) -> Any:
+        self.conversations.remember(owner_of(self.settings, request), speak=bool(speak))
         return gr.Audio(visible=bool(speak))

@@ -313,9 +313,9 @@ def build_ui(
         stop.click(None, js=PAUSE_AUDIO_JS, cancels=replies, **private)
         mic.start_recording(None, js=PAUSE_AUDIO_JS, cancels=replies, **private)
         wire_conversations(demo, side, library, session, chatbot, replies)
-        for event in (speak.input, voice.voice.input, voice.rate.release):
-            event(voices.save_voice, inputs=[voice.voice, voice.rate, speak],
-                  outputs=reply_audio, **private)  # fmt: skip
+        speak.input(voices.save_speak, inputs=speak, outputs=reply_audio, **private)
+        voice.voice.input(voices.save_voice, inputs=voice.voice, **private)
+        voice.rate.release(voices.save_rate, inputs=voice.rate, **private)
         demo.load(
             voices.load_voice, outputs=[voice.voice, voice.rate, speak, reply_audio], **private
         )
