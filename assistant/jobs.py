@@ -16,10 +16,10 @@ import uuid
 from dataclasses import dataclass, field
 
 from assistant.engine.client import Engine
-from assistant.engine.fold import Fold, folded
+from assistant.engine.generation import PREEMPTED, Generation
 from assistant.engine.lanes import LaneScheduler
 from assistant.errors import AssistantError, Busy, EngineUnavailable
-from assistant.records import CRASHED, CUT, INCOMPLETE, INTERRUPTED, STALLED, Job, Reply
+from assistant.records import CRASHED, CUT, INCOMPLETE, Job, Reply
 from assistant.settings import Settings
 from assistant.store.db import Store
 from assistant.turns.guard import withhold
@@ -30,12 +30,7 @@ log = logging.getLogger(__name__)
 LEASE_S = 30.0
 HEARTBEAT_S = 1.0
 """Progress is saved this often: what the Jobs panel shows is at most about a second old."""
-MAX_RESUMES = 50
-"""Bounded: an engine that cuts every stream cannot keep a job alive forever."""
 MAX_ATTEMPTS = 5
-RESUMABLE = ("preempted", CUT, INTERRUPTED, STALLED, CRASHED)
-"""Ends that are not the job's fault: continue from what was generated (after an engine crash,
-once the engine is back: opening the next request waits for its restart)."""
 MAX_BUDGET = 131072
 
 
@@ -206,30 +201,31 @@ class JobWorker:
         progress.reply.content_tokens = job.answer_tokens
         progress.reply.reasoning_tokens = job.reasoning_tokens
         progress.started -= job.elapsed_s
-        resumes = 0
+
+        def segment_ended(finish: str | None) -> None:
+            self.crashes += finish == CRASHED
+            self._save(job, progress)  # a preempted stretch's words are kept at once
+
+        answer = Generation(
+            self.engine,
+            self.scheduler,
+            self.settings.deep,
+            lambda partial: self.prompts.deep(job.prompt, partial=partial),
+            progress.reply,  # continues the answer kept so far
+            budget=job.budget,
+            on_segment=segment_ended,
+        )
         try:
-            while True:
-                try:
-                    finish = await self._segment(job, progress)
-                except EngineUnavailable as e:
-                    self._save(job, progress)
-                    if job.attempts >= MAX_ATTEMPTS:
-                        self._end(job, progress, "failed", error=str(e))
-                    else:  # back to the queue; another attempt after a pause
-                        await asyncio.sleep(min(30.0, 2.0 * job.attempts))
-                        self.store.finish_job(job.id, self.worker_id, "queued")
-                    return
-                if finish in RESUMABLE and resumes < MAX_RESUMES:
-                    resumes += 1
-                    self.scheduler.stats["deep"].preemptions += finish in (CUT, INTERRUPTED)
-                    log.info(
-                        "job %s: %s after %d tokens; resuming",
-                        job.id,
-                        finish,
-                        progress.tokens,
-                    )
-                    continue  # keep what it generated; ask for the lane again and continue
-                break
+            try:
+                finish = await self._generate(answer, job, progress)
+            except EngineUnavailable as e:
+                self._save(job, progress)
+                if job.attempts >= MAX_ATTEMPTS:
+                    self._end(job, progress, "failed", error=str(e))
+                else:  # back to the queue; another attempt after a pause
+                    await asyncio.sleep(min(30.0, 2.0 * job.attempts))
+                    self.store.finish_job(job.id, self.worker_id, "queued")
+                return
             if finish == "cancelled":
                 return
             if finish == "length" and not progress.result.strip():
@@ -240,7 +236,7 @@ class JobWorker:
                     error=f"budget exhausted: {job.budget} tokens went on reasoning and no "
                     "answer came; the reasoning is kept; retry with a bigger budget",
                 )
-            elif not progress.result.strip() and finish not in (*INCOMPLETE, "preempted"):
+            elif not progress.result.strip() and finish not in (*INCOMPLETE, PREEMPTED):
                 # the engine said it had finished, but no answer came: never an empty success
                 what = (
                     "the model's output was all reasoning (it never closed its thinking)"
@@ -253,7 +249,7 @@ class JobWorker:
                     "failed",
                     error=f"no answer: {what}; the reasoning is kept; retry the job",
                 )
-            elif finish in INCOMPLETE or finish == "preempted":
+            elif finish in INCOMPLETE or finish == PREEMPTED:
                 self._end(job, progress, "failed", error=f"the stream kept ending early ({finish})")
             else:
                 if finish == "length":
@@ -272,42 +268,17 @@ class JobWorker:
             log.exception("job %s crashed", job.id)
             self._end(job, progress, "failed", error=f"internal error: {e}")
 
-    async def _segment(self, job: Job, progress: Progress) -> str | None:
-        """One admitted stretch of generation. Returns the finish reason, or
-        "preempted" / "cancelled"."""
-        async with self.scheduler.admit("deep") as ticket:
-            messages = self.prompts.deep(job.prompt, partial=progress.result)
-            gen = asyncio.create_task(self._generate(messages, job, progress))
-            beat = asyncio.create_task(self._heartbeat(job, progress))
-            preempt = asyncio.create_task(ticket.preempted.wait())
-            try:
-                done, _ = await asyncio.wait(
-                    {gen, beat, preempt}, return_when=asyncio.FIRST_COMPLETED
-                )
-                if gen in done:
-                    return gen.result()
-                if beat in done:
-                    return "cancelled"
-                return "preempted"
-            finally:
-                for task in (gen, beat, preempt):
-                    task.cancel()
-                await asyncio.gather(gen, beat, preempt, return_exceptions=True)
-                self._save(job, progress)
-
-    async def _generate(self, messages: list, job: Job, progress: Progress) -> str | None:
-        lane = self.settings.deep
-        remaining = max(256, job.budget - progress.tokens)
-        fold = Fold(progress.reply)  # continues the answer kept so far
-        stream = self.engine.stream(messages, lane, max_tokens=remaining)
-        async with contextlib.aclosing(folded(stream, fold)) as events:
-            async for ev in events:
-                if ev.kind == "finish":
-                    if ev.finish_reason == CRASHED:
-                        log.warning("job %s: %s; it resumes", job.id, ev.text)
-                        self.crashes += 1
-                    return ev.finish_reason
-        return CUT
+    async def _generate(self, answer: Generation, job: Job, progress: Progress) -> str | None:
+        """The answer's finish reason, or "cancelled" when the job stopped being ours."""
+        gen = asyncio.create_task(_finish_of(answer))
+        beat = asyncio.create_task(self._heartbeat(job, progress))
+        try:
+            done, _ = await asyncio.wait({gen, beat}, return_when=asyncio.FIRST_COMPLETED)
+            return gen.result() if gen in done else "cancelled"
+        finally:
+            for task in (gen, beat):
+                task.cancel()
+            await asyncio.gather(gen, beat, return_exceptions=True)
 
     async def _heartbeat(self, job: Job, progress: Progress) -> None:
         """Keep the lease; returns when the job is no longer ours (cancelled)."""
@@ -344,3 +315,11 @@ class JobWorker:
             elapsed_s=round(time.monotonic() - progress.started, 2),
             error=error,
         )
+
+
+async def _finish_of(answer: Generation) -> str | None:
+    async with contextlib.aclosing(answer.events()) as events:
+        async for ev in events:
+            if ev.kind == "finish":
+                return ev.finish_reason
+    return CUT

@@ -13,16 +13,18 @@ import httpx
 from assistant.engine.client import Engine, build_client
 from assistant.engine.embedded import CHAT_BUDGET, DEEP_BUDGET, NOTICE, EmbeddedEngine
 from assistant.engine.lanes import LaneScheduler
+from assistant.engine.transcript import Transcript
 from assistant.errors import EngineUnavailable
 from assistant.jobs import JobQueue, JobWorker
 from assistant.loop_lag import LoopLag
 from assistant.metrics import AppMetrics
 from assistant.settings import Settings
 from assistant.store.db import Store
+from assistant.turns.calls import Calls
 from assistant.turns.chat import ChatService
 from assistant.turns.conversations import Conversations
 from assistant.turns.pipeline import Pipeline
-from assistant.turns.prompt import Prompts, Transcript
+from assistant.turns.prompt import Prompts
 
 log = logging.getLogger(__name__)
 
@@ -129,6 +131,8 @@ class Runtime:
         self.scheduler = LaneScheduler(deep_max_in_flight=deep_max, slots=self.info.slots)
         self._router: Any = None
         self.jobs = JobQueue(self.store, settings)
+        self.calls = Calls()
+        """The calls open on this app's page (`/listen`)."""
         self.conversations = Conversations(self.store)
         self.metrics = AppMetrics(depth=self.scheduler.depth, job_counts=self.store.job_counts)
         # run by whoever owns the loop (the server's lifespan, a bench)

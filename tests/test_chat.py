@@ -9,7 +9,7 @@ import pytest
 from assistant.engine.lanes import LaneScheduler
 from assistant.errors import BadInput
 from assistant.jobs import JobQueue
-from assistant.records import RouteDecision
+from assistant.records import Message, RouteDecision
 from assistant.store.db import Store
 from assistant.turns.chat import EXHAUSTED_MESSAGE, ChatService
 from assistant.turns.pipeline import Pipeline, TurnRequest
@@ -223,3 +223,45 @@ def _shares_a_run(text: str, secret: str, run: int = 8) -> bool:
     grams = {tuple(words(secret)[i : i + run]) for i in range(len(words(secret)))}
     said = words(text)
     return any(tuple(said[i : i + run]) in grams for i in range(len(said) - run + 1))
+
+
+async def test_an_inline_deep_turn_yields_a_one_slot_engine_to_chat_and_resumes(settings):
+    # `chat --deep` and `/v1` with high effort run deep work in the turn itself: it once held
+    # the only slot until it ended, and a chat turn waited behind it; now it is preempted and
+    # resumed exactly like a job, keeping every word it streamed
+    import asyncio
+
+    from tests.fakes import FakeEngine
+    from tests.waiting import until
+
+    engine = FakeEngine(words=40, token_s=0.01, slots=1)
+    store = Store(settings.db_path)
+    sched = LaneScheduler(deep_max_in_flight=1, slots=1)
+    chat = ChatService(
+        settings=settings,
+        engine=engine,
+        scheduler=sched,
+        router=StubRouter(),
+        store=store,
+        prompts=Prompts.load(),
+        jobs=JobQueue(store, settings),
+    )
+    pipeline = Pipeline(chat, settings, log_to=store)
+    request = TurnRequest(text="a long task", force_deep=True, deep_inline=True)
+
+    async def deep_turn() -> list:
+        return [u async for u in pipeline.stream(request)]
+
+    deep = asyncio.create_task(deep_turn())
+    await until(lambda: engine.tokens > 5, 10, "some deep words to be streamed")
+    async with sched.admit("chat"):
+        chat_events = [ev async for ev in engine.stream([Message("user", "hi")], settings.chat)]
+    updates = await asyncio.wait_for(deep, 30)
+    result = updates[-1].result
+    assert chat_events[-1].finish_reason == "stop"
+    assert [lane for lane, _ in engine.requests][:3] == ["deep", "chat", "deep"]
+    assert engine.max_active == 1  # the chat request never shared the slot with deep work
+    streamed = "".join(u.text for u in updates if u.kind == "content")
+    assert result.reply.split() == streamed.split() == [f"w{i}" for i in range(40)]
+    assert result.lane == "deep" and result.error is None and result.finish_reason == "stop"
+    assert sched.stats["deep"].preemptions == 1

@@ -1,7 +1,11 @@
 """`/listen` bounds its calls: per login and in all, a refused call says why, and a socket
-that sends nothing is dropped. Starlette's test client on the real route (no login: "local")."""
+that sends nothing is dropped. Starlette's test client on the real route (no login: "local"),
+each call a real `VoiceSession` on a runtime that is never asked for a turn (only silence is
+sent)."""
 
 from __future__ import annotations
+
+from types import SimpleNamespace
 
 import pytest
 from fastapi import FastAPI
@@ -9,9 +13,9 @@ from starlette.testclient import TestClient
 from starlette.websockets import WebSocketDisconnect
 
 from assistant.settings import Settings
+from assistant.turns.calls import Calls
 from assistant.web import listen_route
-from assistant.web.listen_route import Calls, add_listen_route
-from assistant.web.utterances import Utterances
+from assistant.web.listen_route import add_listen_route
 
 
 class Speech:
@@ -26,7 +30,10 @@ class Speech:
 
 def client() -> tuple[TestClient, FastAPI]:
     app = FastAPI()
-    add_listen_route(app, Settings(), Speech(), Utterances())  # type: ignore[arg-type]
+    rt = SimpleNamespace(
+        settings=Settings(), turns=None, conversations=None, router=None, calls=Calls()
+    )
+    add_listen_route(app, rt, Speech())  # type: ignore[arg-type]
     return TestClient(app), app
 
 

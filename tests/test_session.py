@@ -25,11 +25,13 @@ class Turns:
 
     def __init__(self, words: int = 3, word_s: float = 0.05):
         self.started: list[str] = []
+        self.sources: list[str] = []
         self.stored: list[tuple[str, str]] = []  # (text, "done" | "stopped")
         self.words, self.word_s = words, word_s
 
     async def stream(self, request, tts=None, keep_stopped=None, hold=None):
         self.started.append(request.text)
+        self.sources.append(request.source)
         done = False
         try:
             yield TurnEvent("route", decision=RouteDecision("chat", "test"))
@@ -249,3 +251,93 @@ def test_jfk_at_real_time_is_one_turn():
     (stored,) = turns.stored
     text = stored[0].lower()
     assert stored[1] == "done" and "americans" in text and "for your country" in text
+
+
+class Voice:
+    """A voice that says anything as 0.1 s of silence."""
+
+    def synthesize(self, text):
+        return [AudioChunk(22050, np.zeros(2205, "<i2").tobytes(), text)]
+
+
+def test_a_question_typed_during_the_call_is_answered_in_it_and_stops_the_reply_before():
+    async def run():
+        turns, page = Turns(words=40, word_s=0.05), Page()
+        s = session(turns, page)
+        await s.hear(heard("final", text="tell me a story"))
+        await asyncio.sleep(0.2)
+        await s.say("what time is it?")  # typed on the page while the story is told
+        await s.turn.task if s.turn else None
+        await asyncio.sleep(0.05)
+        return turns, page, s
+
+    turns, page, s = asyncio.run(run())
+    assert turns.started == ["tell me a story", "what time is it?"]
+    assert turns.sources == ["voice", "typed"]
+    assert turns.stored == [("tell me a story", "stopped"), ("what time is it?", "done")]
+    typed = [m for m in page.said if m["kind"] == "turn" and m["text"] == "what time is it?"]
+    assert len(typed) == 1 and typed[0]["utterance"] < 0  # not one the listener numbered
+    kinds = page.kinds()
+    assert kinds.index("barge") < len(kinds) - 1 - kinds[::-1].index("turn")
+    assert kinds[-1] == "done" and len(page.audio) == 2  # both replies spoke
+    assert s.conversation_id == "c1"
+
+
+def test_a_job_notice_is_said_in_the_call_once_it_is_quiet_and_never_stored():
+    from assistant.turns.calls import Calls
+
+    async def run():
+        turns, page = Turns(words=6, word_s=0.05), Page()
+        s = session(turns, page)
+
+        async def voice():
+            return Voice()
+
+        s.tts = voice
+        calls = Calls()
+        calls.join(s)
+        await s.hear(heard("final", text="tell me a story"))
+        assert calls.of("local") is s and calls.of("bob") is None
+        calls.of("local").announce("Your delegated job is done.")
+        await asyncio.sleep(0.05)
+        during = len(page.audio)  # the reply is still being told: the notice waits
+        await s.turn.task if s.turn else None
+        await s._notice_task
+        calls.part(s)
+        return turns, page, during, calls
+
+    turns, page, during, calls = asyncio.run(run())
+    assert during <= 1 and len(page.audio) == 2  # the reply's audio, then the notice's
+    said = [m["text"] for m in page.said if m["kind"] == "reply"]
+    assert said[-1] == "Your delegated job is done."
+    assert turns.stored == [("tell me a story", "done")]  # the notice is no turn
+    assert calls.of("local") is None
+
+
+def test_the_page_hands_a_typed_question_to_the_open_call_and_runs_none_itself():
+    from assistant.settings import Settings
+    from assistant.turns.calls import Calls
+    from assistant.web.turns import Session
+    from assistant.web.turns import Turns as PageTurns
+
+    class Call:
+        owner, conversation_id = "local", "c1"
+
+        def __init__(self):
+            self.said: list[str] = []
+
+        async def say(self, text):
+            self.said.append(text)
+
+    async def run():
+        calls, call, turns = Calls(), Call(), Turns()
+        page = PageTurns(turns, None, Settings(), None, streamed=True, calls=calls)  # type: ignore[arg-type]
+        calls.join(call)  # type: ignore[arg-type]
+        outs = [o async for o in page.chat("hi there", [], Session("c1"), True, None)]  # type: ignore[arg-type]
+        calls.part(call)  # type: ignore[arg-type]
+        return call, turns, outs
+
+    call, turns, outs = asyncio.run(run())
+    assert call.said == ["hi there"] and turns.started == []
+    ((history, box, _audio),) = outs
+    assert history == [{"role": "user", "content": "hi there"}] and box == ""

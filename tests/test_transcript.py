@@ -5,8 +5,9 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 from assistant.engine.client import Engine, collect
+from assistant.engine.transcript import CONTINUE, Transcript
 from assistant.records import Message
-from assistant.turns.prompt import CONTINUE, Prompts, Transcript
+from assistant.turns.prompt import Prompts
 
 OPENING = "A conversation.\n\nUser: hi\nAssistant: Hello."
 T = Transcript(OPENING, "User: task\nAssistant: Long answer.\n\nIn paragraphs.")

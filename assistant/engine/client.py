@@ -28,6 +28,7 @@ from assistant.engine.profile import (
     priority_rejected,
     tools_refused,
 )
+from assistant.engine.transcript import Transcript, estimate_tokens
 from assistant.errors import EngineError, EngineUnavailable
 from assistant.records import (
     CRASHED,
@@ -40,7 +41,6 @@ from assistant.records import (
     StreamEvent,
 )
 from assistant.settings import LaneConfig
-from assistant.turns.prompt import Transcript, estimate_tokens
 
 log = logging.getLogger(__name__)
 

@@ -12,8 +12,9 @@ from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 
 from assistant.engine.client import Engine
-from assistant.engine.fold import Fold, folded
+from assistant.engine.generation import YIELDED, Generation
 from assistant.engine.lanes import LaneScheduler
+from assistant.engine.transcript import resumed
 from assistant.errors import AssistantError, BadInput, BudgetExhausted
 from assistant.records import Message, Reply, RouteDecision, TurnEvent, TurnResult, now_ms
 from assistant.routing.batch import RouteBatcher
@@ -174,19 +175,33 @@ class ChatService:
 
             tools = [DELEGATE_TOOL]
         reply = Reply()
+        deep_budget = min(max_tokens, lane.max_tokens) if max_tokens else lane.max_tokens
         try:
-            first = self._attempt(messages, lane, result, reply, rec, tools=tools, **budget)
-            async with contextlib.aclosing(first) as events:
-                async for event in events:
-                    yield event
-            if reply.unanswered and lane.name == "chat":
-                # the budget went on reasoning, or the model only reasoned: once more with
-                # thinking off, never more
-                reply = Reply()
-                again = self._attempt(messages, lane, result, reply, rec, thinking=False, **budget)
-                async with contextlib.aclosing(again) as events:
+            if lane.name == "deep":
+                # one answer however often a chat turn takes its slot, resumed like a job's
+                # (an engine's cut or crash is reported, as on the chat lane: the person is
+                # waiting, and sees what arrived)
+                whole = self._attempt(
+                    messages, lane, result, reply, rec, budget=deep_budget, resume_on=YIELDED
+                )
+                async with contextlib.aclosing(whole) as events:
                     async for event in events:
                         yield event
+            else:
+                first = self._attempt(messages, lane, result, reply, rec, tools=tools, **budget)
+                async with contextlib.aclosing(first) as events:
+                    async for event in events:
+                        yield event
+                if reply.unanswered:
+                    # the budget went on reasoning, or the model only reasoned: once more with
+                    # thinking off, never more
+                    reply = Reply()
+                    again = self._attempt(
+                        messages, lane, result, reply, rec, thinking=False, **budget
+                    )
+                    async with contextlib.aclosing(again) as events:
+                        async for event in events:
+                            yield event
         except AssistantError as e:
             result.error = str(e)
             result.reply = reply.content
@@ -228,25 +243,44 @@ class ChatService:
         result: TurnResult,
         reply: Reply,
         rec: Recorder,
+        *,
+        resume_on: tuple[str, ...] = (),
+        budget: int | None = None,
         **kw: object,
     ) -> AsyncIterator[TurnEvent]:
-        """One engine request under a lane ticket, folding into `reply` as it streams."""
-        async with self.scheduler.admit(lane.name) as ticket:  # type: ignore[arg-type]
-            rec.add("queue", ticket.queue_ms)
-            fold = Fold(reply)
-            stream = self.engine.stream(messages, lane, **kw)  # type: ignore[arg-type]
-            # what the reply shows, says and stores never repeats the instructions
-            secret = "\n".join(m.content for m in messages if m.role == "system")
-            stream = guarded(stream, secret) if secret else stream
-            async with contextlib.aclosing(folded(stream, fold)) as events:
+        """One answer on `lane` (across as many stretches as `resume_on` ends take),
+        folding into `reply` as it streams."""
+        # what the reply shows, says and stores never repeats the instructions
+        secret = "\n".join(m.content for m in messages if m.role == "system")
+        answer = Generation(
+            self.engine,
+            self.scheduler,
+            lane,
+            lambda partial: resumed(messages, partial),
+            reply,
+            budget=budget,
+            resume_on=resume_on,
+            filter=(lambda stream: guarded(stream, secret)) if secret else None,
+            **kw,
+        )
+        shown = {"content": "", "reasoning": ""}
+        try:
+            async with contextlib.aclosing(answer.events()) as events:
                 async for ev in events:
-                    if fold.ttft_ms is not None:
+                    fold = answer.fold
+                    if fold is not None and fold.ttft_ms is not None:
                         rec.first("ttft", fold.ttft_ms)
                     if ev.kind in ("reasoning", "content"):
+                        shown[ev.kind] += ev.text
                         yield TurnEvent(ev.kind, text=ev.text)
-            rec.set("llm_total", now_ms() - fold.sent_ms)
-            result.tokens = fold.tokens
-            self.scheduler.record(lane.name, rec.timings.ttft, reply.tokens_per_s)  # type: ignore[arg-type]
+        finally:
+            rec.add("queue", answer.queue_ms)
+            if secret:  # the turn keeps what was shown: the engine's text, guarded
+                reply.content, reply.reasoning = shown["content"], shown["reasoning"]
+        if answer.sent_ms is not None:
+            rec.set("llm_total", now_ms() - answer.sent_ms)
+        result.tokens = answer.generated
+        self.scheduler.record(lane.name, rec.timings.ttft, reply.tokens_per_s)  # type: ignore[arg-type]
 
 
 def raise_for(result: TurnResult) -> None:

@@ -53,7 +53,8 @@ class VoiceTurn:
 
     utterance: int
     text: str
-    heard: Heard
+    heard: Heard | None
+    """What the listener heard; None for a typed turn or a notice."""
     committed: asyncio.Event = field(default_factory=asyncio.Event)
     task: asyncio.Task[None] | None = None
     discard: bool = False
@@ -63,6 +64,8 @@ class VoiceTurn:
     """Audio sent to the page so far (its duration)."""
     first_audio_at: float | None = None
     request: TurnRequest | None = None
+    source: str = "voice"
+    """"voice", "typed" (typed on the page during the call) or "notice" (a job's notice)."""
 
 
 class VoiceSession:
@@ -101,6 +104,12 @@ class VoiceSession:
         listener's background work both deliver)."""
         self._heard_seq = 0
         """The listener's last `Heard.seq` this session has handled."""
+        self.conversation_id: str | None = None
+        """The conversation of the latest turn."""
+        self._own = 0
+        """Numbers for turns the listener did not hear (typed, notices): below zero."""
+        self._notices: list[str] = []
+        self._notice_task: asyncio.Task[None] | None = None
 
     async def run(self) -> None:
         while True:
@@ -165,6 +174,61 @@ class VoiceSession:
         await self._cancel(discard=not turn.committed.is_set())
         await self.send_json({"kind": "barge", "utterance": turn.utterance})
 
+    async def say(self, text: str) -> None:
+        """A question typed on the page during the call: a turn of the call like a spoken one
+        (answered aloud; a newer turn than the reply in progress, which it stops)."""
+        async with self._hearing:
+            if self.turn is not None:
+                await self.barge_in()
+            self._own -= 1
+            turn = VoiceTurn(self._own, text, None, source="typed")
+            turn.committed.set()
+            self.turn = turn
+            await self.send_json({"kind": "turn", "utterance": turn.utterance, "text": text})
+            await self._state("thinking")
+            turn.task = asyncio.create_task(self._run(turn), name=f"typed-turn-{-turn.utterance}")
+
+    def announce(self, text: str) -> None:
+        """Say `text` (a job's notice) in the call once it is quiet: never over the person or
+        a reply; speaking over it stops it, like a reply."""
+        self._notices.append(text)
+        if self._notice_task is None or self._notice_task.done():
+            self._notice_task = asyncio.create_task(self._announce(), name="call-notices")
+
+    async def _announce(self) -> None:
+        while self._notices:
+            # quiet: no turn, nothing playing, nobody speaking (a short wait, not a hot loop)
+            while self.turn is not None or self.state != "listening":  # noqa: ASYNC110
+                await asyncio.sleep(0.1)
+            text = " ".join(self._notices)
+            self._notices.clear()
+            self._own -= 1
+            turn = VoiceTurn(self._own, text, None, source="notice")
+            turn.committed.set()
+            self.turn = turn
+            turn.task = asyncio.create_task(self._speak(turn), name="call-notice")
+            with contextlib.suppress(asyncio.CancelledError):
+                await turn.task
+
+    async def _speak(self, turn: VoiceTurn) -> None:
+        """A notice's speech: shown and said, not a turn of the conversation (never stored)."""
+        try:
+            tts = await self.tts()
+            await self.send_json({"kind": "reply", "utterance": turn.utterance, "text": turn.text})
+            if tts is not None:
+                from assistant.speech.pools import speech_pools
+
+                chunks = await speech_pools().run_tts(lambda: list(tts.synthesize(turn.text)))
+                for chunk in chunks:
+                    await self._send(turn, TurnEvent("audio", text=chunk.text, audio=chunk))
+        except Exception as e:  # a notice that cannot be said must not end the call
+            log.warning("call notice not spoken: %s", e)
+        finally:
+            if self.turn is turn:
+                self.turn = None
+            with contextlib.suppress(Exception):
+                await self._state("speaking" if self._playing_until > now_ms() else "listening")
+
     async def _start(self, heard: Heard, *, committed: bool) -> None:
         if not committed and self.route is not None:
             with contextlib.suppress(Exception):
@@ -192,13 +256,15 @@ class VoiceSession:
         try:
             tts = await self.tts()
             heard = turn.heard
+            self.conversation_id = self.conversation()
             request = TurnRequest(
                 text=turn.text,
                 owner=self.owner,
-                conversation_id=self.conversation(),
+                conversation_id=self.conversation_id,
                 speak=tts is not None,
-                received_ms=heard.last_word_ms,
-                source="voice",
+                # a typed turn's latency counts from when it arrived
+                received_ms=heard.last_word_ms if heard is not None else now_ms(),
+                source=turn.source,
                 heard_ms={},
             )
             turn.request = request
@@ -217,9 +283,8 @@ class VoiceSession:
                             await turn.committed.wait()
                             self._stamp(turn, request)
                             # the person hears it from now, not from when it was ready
-                            request.heard_ms["first_audio"] = now_ms() - (
-                                heard.last_word_ms or now_ms()
-                            )
+                            said_at = heard.last_word_ms if heard is not None else None
+                            request.heard_ms["first_audio"] = now_ms() - (said_at or now_ms())
                             for e in held:
                                 await self._send(turn, e)
                             held.clear()
@@ -259,6 +324,9 @@ class VoiceSession:
         await turn.committed.wait()
         if turn.discard or self.turn is not turn:
             raise asyncio.CancelledError  # superseded while it ran: never stored
+        if turn.heard is None:  # typed: nothing to go on with, only its audio to play out
+            await self._played_out(turn)
+            return
         # and until the window for going on with it has passed (a short reply may end before
         # the person goes on: the turn is then still theirs to continue, not stored yet)
         config = getattr(self.listener, "config", None)
@@ -279,6 +347,9 @@ class VoiceSession:
             await asyncio.sleep(0.02)
         if turn.discard or self.turn is not turn:
             raise asyncio.CancelledError
+        await self._played_out(turn)
+
+    async def _played_out(self, turn: VoiceTurn) -> None:
         # a deadline that moves as audio is sent: re-read after each sleep
         while (left := self._playing_until - now_ms()) > 0:
             await asyncio.sleep(left / 1000)
@@ -289,6 +360,8 @@ class VoiceSession:
     def _stamp(turn: VoiceTurn, request: TurnRequest) -> None:
         """The listener's timings, as of the commit (the request went out before it)."""
         heard = turn.heard
+        if heard is None:
+            return
         for key, value in (("endpoint", heard.endpoint_ms), ("stt", heard.stt_ms)):
             if value is not None:
                 request.heard_ms[key] = value
@@ -335,6 +408,10 @@ class VoiceSession:
             await self.send_json({"kind": "state", "state": state})
 
     async def close(self) -> None:
+        if self._notice_task is not None:
+            self._notice_task.cancel()
+            with contextlib.suppress(BaseException):
+                await self._notice_task
         await self._cancel(discard=False)
         if self._echo_task is not None:
             self._echo_task.cancel()

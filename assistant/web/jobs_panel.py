@@ -1,9 +1,9 @@
 """The Jobs panel and job notices: a table (a list at phone widths) refreshed by a timer,
 a result viewer, actions.
 
-A finished job also leaves a short notice in the chat (spoken when voice is on). Notices are
-taken once (`JobQueue.take_ended`), by whichever of the owner's
-sessions polls first.
+A finished job also leaves a short notice in the chat (spoken when voice is on; during a call,
+said in the call). Notices are taken once (`JobQueue.take_ended`), by whichever of the
+owner's sessions polls first.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from assistant.records import Job
 from assistant.settings import Settings
 from assistant.speech.audio import wav_bytes
 from assistant.speech.pools import speech_pools
+from assistant.turns.calls import Calls
 from assistant.web.turns import Session, SpeechModels, owner_of, voice_of
 
 HEADERS = ["id", "state", "elapsed", "tokens", "task"]
@@ -144,8 +145,11 @@ class Jobs:
         settings: Settings,
         speech: SpeechModels,
         prefs: Callable[[str], dict[str, Any]] = lambda owner: {},
+        calls: Calls | None = None,
     ):
         self.jobs = jobs
+        self.calls = calls or Calls()
+        """The calls open on the page: a notice is said in the owner's call, if one is open."""
         self.settings = settings
         self.speech = speech
         self.prefs = prefs
@@ -222,6 +226,10 @@ class Jobs:
             text, spoken = notice_text(job)
             session.pending.append({"role": "assistant", "content": text})
             said.append(spoken)
+        call = self.calls.of(owner, session.conversation_id) if said else None
+        if call is not None:  # said in the call, which would hear the page's player as speech
+            call.announce(" ".join(said))
+            said = []
         audio = await self._say(" ".join(said), owner) if speak and said else None
         stale = session.busy or session.turns_ended != turns
         if stale or not session.pending:

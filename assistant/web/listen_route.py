@@ -4,20 +4,13 @@ Why a WebSocket and not Gradio's streaming `gr.Audio`: Gradio sends a streamed m
 as one queued event per chunk (an HTTP POST, a queue slot and a JSON round trip, 4 to 10 times
 a second per listener), which costs the app CPU per chunk and cannot push "speech started"
 back to the page the moment it happens (barge-in). Here the page's AudioWorklet sends raw
-16 kHz PCM frames and the server answers with small JSON messages:
+16 kHz PCM frames, and each call is a `VoiceSession` (`assistant.turns.session`) that runs
+its own turns and answers with small JSON messages and the reply's audio (the session's
+docstring lists them). The page sends {"stop": true} for its Stop button. Closing the socket
+(the call ended, the tab closed) drops the session, its listener and its audio.
 
-    {"kind": "speech", "utterance": 1}                  someone started speaking: barge-in
-    {"kind": "partial", "utterance": 1, "text": ...}     the transcript so far
-    {"kind": "final", "utterance": 1, "text": ..., "key": ...}   the turn: the page starts it
-    {"kind": "ignored", "utterance": 1, "reason": ...}   noise, too short, or the reply's echo
-    {"kind": "error", "text": ...}
-
-The page sends {"playing": true, "text": <the reply being spoken>} and {"playing": false}
-around its reply's playback: the listener's echo guard. Closing the socket (hands-free off, the
-tab closed) drops the listener and its audio.
-
-Calls are bounded (issue 19): at most `MAX_CALLS_PER_LOGIN` open at once per login and
-`MAX_CALLS` in all; a refused call is told why before the socket closes (code 4429). A socket
+Calls are bounded (issue 19, `assistant.turns.calls`): a few open at once per login and in
+all; a refused call is told why before the socket closes (code 4429). A socket
 that sends nothing for `IDLE_S` is dropped (the page sends audio ten times a second, so
 silence on the wire means the page is gone or stuck, not that the person is quiet), and so is
 one that sends audio faster than `MAX_PACE` times real time.
@@ -31,7 +24,7 @@ import json
 import logging
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
@@ -40,16 +33,14 @@ from assistant.records import now_ms
 from assistant.settings import Settings
 from assistant.speech.audio import SAMPLE_RATE
 from assistant.web.turns import SpeechModels
-from assistant.web.utterances import Utterance, Utterances
+
+if TYPE_CHECKING:
+    from assistant.runtime import Runtime
 
 log = logging.getLogger(__name__)
 
 MAX_FRAME_BYTES = 64 * 1024
 """2 s of 16 kHz int16 audio: the page sends 100 ms at a time."""
-MAX_CALLS_PER_LOGIN = 2
-"""Two tabs of one person; a third is refused."""
-MAX_CALLS = 8
-"""In all: each call holds a VAD state and takes turns on the one speech-to-text pool."""
 IDLE_S = 15.0
 MAX_PACE = 1.5
 """Seconds of audio a call may send per second of its time: a page sends in real time, and
@@ -83,31 +74,6 @@ def frame_refusal(data: bytes, pace: Pace) -> str | None:
     return None
 
 
-class Calls:
-    """Who has a call open: admission by login and in all."""
-
-    def __init__(self, per_login: int = MAX_CALLS_PER_LOGIN, total: int = MAX_CALLS):
-        self.per_login, self.total = per_login, total
-        self.open: dict[str, int] = {}
-
-    def admit(self, owner: str) -> str | None:
-        """None: admitted (call `leave` at the end); else why not."""
-        if sum(self.open.values()) >= self.total:
-            return f"the app has {self.total} calls open, its limit; try again in a moment"
-        if self.open.get(owner, 0) >= self.per_login:
-            return (
-                f"you already have {self.per_login} calls open (another tab?); "
-                "end one to start a new one"
-            )
-        self.open[owner] = self.open.get(owner, 0) + 1
-        return None
-
-    def leave(self, owner: str) -> None:
-        self.open[owner] -= 1
-        if not self.open[owner]:
-            del self.open[owner]
-
-
 def ws_owner(app: Any, ws: WebSocket, settings: Settings) -> str | None:
     """The login behind a WebSocket (Gradio's own cookie), "local" without one; None: none."""
     if not settings.auth:
@@ -120,19 +86,13 @@ def ws_owner(app: Any, ws: WebSocket, settings: Settings) -> str | None:
     return str(user) if user else None
 
 
-def add_listen_route(
-    app: Any,
-    settings: Settings,
-    speech: SpeechModels,
-    utterances: Utterances,
-    rt: Any | None = None,
-) -> None:
-    """With `rt` (the app), each call is a `VoiceSession` that runs its own turns; without,
-    the route only says what it heard (the tests of the route itself)."""
+def add_listen_route(app: Any, rt: Runtime, speech: SpeechModels) -> None:
+    """`/listen` on `app`: each call a `VoiceSession` on the runtime `rt`'s turns."""
     from assistant.speech.listener import ListenConfig, Listener
 
+    settings = rt.settings
     config = ListenConfig(fallback_ms=settings.handsfree_pause_ms)
-    calls = Calls()
+    calls = rt.calls
     app.state.calls = calls
 
     async def listen(ws: WebSocket) -> None:
@@ -160,48 +120,11 @@ def add_listen_route(
             await ws.close()
             return
         listener = Listener(stt, config, turn_end=turn_end)
-        if rt is not None:
-            await _session_call(ws, owner, listener)
-            return
-
-        async def say() -> None:
-            # what the background transcriptions and the turn-end model hear, as it comes
-            while True:
-                for heard in await listener.next():
-                    await ws.send_json(_said(heard, owner, utterances))
-
-        speaker = asyncio.create_task(say(), name="listen-say")
-        pace = Pace()
-        try:
-            while True:
-                try:
-                    message = await asyncio.wait_for(ws.receive(), IDLE_S)
-                except TimeoutError:
-                    await ws.close(code=4408, reason=f"nothing received for {IDLE_S:.0f} s")
-                    break
-                if message["type"] == "websocket.disconnect":
-                    break
-                data = message.get("bytes")
-                if data is not None:
-                    if why := frame_refusal(data, pace):
-                        await ws.send_json({"kind": "error", "text": why})
-                        break
-                    for heard in await listener.feed(data, now_ms()):
-                        await ws.send_json(_said(heard, owner, utterances))
-                elif message.get("text"):
-                    _control(listener, message["text"])
-        except (WebSocketDisconnect, RuntimeError):
-            pass  # the page went away mid-send
-        finally:
-            speaker.cancel()
-            with contextlib.suppress(BaseException):
-                await speaker
-            await listener.close()
+        await _session_call(ws, owner, listener)
 
     async def _session_call(ws: WebSocket, owner: str, listener: Any) -> None:
         from assistant.turns.session import VoiceSession
 
-        assert rt is not None
         lock = asyncio.Lock()  # the session's tasks and this loop share the socket
 
         async def send_json(message: dict[str, Any]) -> None:
@@ -237,6 +160,7 @@ def add_listen_route(
             send_json=send_json, send_bytes=send_bytes,
         )  # fmt: skip
         hearing = asyncio.create_task(session.run(), name="call-hear")
+        calls.join(session)  # typed questions and job notices reach the call from now on
         pace = Pace()
         try:
             while True:
@@ -264,36 +188,8 @@ def add_listen_route(
             hearing.cancel()
             with contextlib.suppress(BaseException):
                 await hearing
+            calls.part(session)
             await session.close()
             await listener.close()
 
     app.add_api_websocket_route("/listen", listen)
-
-
-def _said(heard: Any, owner: str, utterances: Utterances) -> dict[str, Any]:
-    out: dict[str, Any] = {"kind": heard.kind, "utterance": heard.utterance}
-    if heard.kind in ("partial", "final"):
-        out["text"] = heard.text
-    if heard.kind == "ignored":
-        out["reason"] = heard.reason
-    if heard.kind == "final":
-        stages = {"endpoint": heard.endpoint_ms, "stt": heard.stt_ms}
-        out["key"] = utterances.put(
-            Utterance(
-                owner=owner,
-                text=heard.text,
-                last_word_ms=heard.last_word_ms if heard.last_word_ms is not None else now_ms(),
-                heard_ms={k: v for k, v in stages.items() if v is not None},
-            )
-        )
-    return out
-
-
-def _control(listener: Any, text: str) -> None:
-    try:
-        control = json.loads(text)
-    except ValueError:
-        return
-    if isinstance(control, dict) and "playing" in control:
-        said = control.get("text") if control["playing"] else None
-        listener.playing(str(said) if said else None)

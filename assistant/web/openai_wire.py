@@ -368,7 +368,7 @@ def finish_of(result: TurnResult) -> str:
 
 
 def usage_of(history: tuple[tuple[str, str], ...], text: str, result: TurnResult) -> dict:
-    from assistant.turns.prompt import estimate_tokens
+    from assistant.engine.transcript import estimate_tokens
 
     prompt = sum(estimate_tokens(u) + estimate_tokens(r) for u, r in history)
     prompt += estimate_tokens(text)

@@ -31,7 +31,6 @@ from assistant.web.dashboard_panel import REFRESH_S as DASH_REFRESH_S
 from assistant.web.dashboard_panel import Dash, add_dashboard
 from assistant.web.jobs_panel import Jobs, build_jobs_panel
 from assistant.web.turns import Session, SpeechModels, Turns
-from assistant.web.utterances import Utterances
 
 BANNER_EVERY_S = 10.0
 PROBE_CACHE_S = 5.0
@@ -184,20 +183,16 @@ and hands-free (`handsfree.js`), loaded with the page."""
 MIC_CHECK_JS = "() => window.assistantMicrophone.check()"
 
 
-def build_ui(
-    rt: Runtime, speech: SpeechModels | None = None, utterances: Utterances | None = None
-) -> gr.Blocks:
-    """The whole page for one runtime; `speech` is shared with whoever warms the models, and
-    `utterances` with the `/listen` route that hears hands-free speech."""
+def build_ui(rt: Runtime, speech: SpeechModels | None = None) -> gr.Blocks:
+    """The whole page for one runtime; `speech` is shared with whoever warms the models and
+    with the `/listen` route that hears a call."""
     settings = rt.settings
     speech = speech or SpeechModels(settings)
     # Gradio encodes a streamed audio output with ffmpeg; without it, speak whole replies
     streamed = shutil.which("ffmpeg") is not None
     # each part of the page gets the services it uses, nothing more
-    turns = Turns(
-        rt.turns, rt.conversations, settings, speech, streamed=streamed, utterances=utterances
-    )
-    jobs = Jobs(rt.jobs, settings, speech, prefs=rt.conversations.prefs)
+    turns = Turns(rt.turns, rt.conversations, settings, speech, streamed=streamed, calls=rt.calls)
+    jobs = Jobs(rt.jobs, settings, speech, prefs=rt.conversations.prefs, calls=rt.calls)
     library = Library(rt.conversations, settings)
     voices = VoiceSettings(rt.conversations, settings)
     status = EngineStatus(

@@ -26,7 +26,6 @@ from assistant.worker import worker_process
 
 if TYPE_CHECKING:  # gradio loads only when the app serves
     from assistant.web.turns import SpeechModels
-    from assistant.web.utterances import Utterances
 
 log = logging.getLogger(__name__)
 
@@ -61,16 +60,14 @@ def ensure_ffmpeg(bin_dir: Path) -> bool:
     return shutil.which("ffmpeg") is not None
 
 
-def lifespan(
-    rt: Runtime, speech: SpeechModels, utterances: Utterances, worker: bool = True
-) -> Callable[[Any], Any]:
+def lifespan(rt: Runtime, speech: SpeechModels, worker: bool = True) -> Callable[[Any], Any]:
     """A FastAPI lifespan that supervises the job worker process (unless `worker` is off),
     samples the loop's lag and warms speech, on the server's loop."""
 
     @contextlib.asynccontextmanager
     async def run(app: Any) -> AsyncIterator[None]:
         # routes added here exist before the server accepts its first connection
-        add_routes(app, rt, speech, utterances)
+        add_routes(app, rt, speech)
         tasks = [
             asyncio.create_task(speech.warm(), name="warm-speech"),
             asyncio.create_task(rt.loop_lag.run(), name="loop-lag"),
@@ -135,7 +132,6 @@ def serve(
     from assistant.web.page import PAGE_CSS, PAGE_HEAD, build_ui
     from assistant.web.security import edge_middleware, launch_options
     from assistant.web.turns import SpeechModels
-    from assistant.web.utterances import Utterances
 
     rt = Runtime(settings)
     pidfile = settings.data_dir / "serve.pid"
@@ -150,8 +146,7 @@ def serve(
                   file=sys.stderr)  # fmt: skip
         # one SpeechModels: the lifespan warms it, the page's banner shows its progress
         speech = SpeechModels(rt.settings)
-        utterances = Utterances()  # hands-free: from the /listen route to the page's turn
-        demo = build_ui(rt, speech, utterances)
+        demo = build_ui(rt, speech)
         # Admission is by resource: the engine lanes decide when a request reaches the engine,
         # and speech waits on its own CPU pools. Gradio's per-event limit is only a backstop
         # (as many running as may wait), so its queue is not where people wait.
@@ -175,7 +170,7 @@ def serve(
             # state, kept for the 10,000 most recent by default: about 2 GB
             state_session_capacity=SESSION_STATES,
             app_kwargs={
-                "lifespan": lifespan(rt, speech, utterances, worker),
+                "lifespan": lifespan(rt, speech, worker),
                 # over HTTPS, login cookies are Secure (assistant.web.tls)
                 # the certificate's names are served like ASSISTANT_ALLOWED_HOSTS
                 "middleware": [
@@ -204,7 +199,7 @@ def serve(
                 pidfile.unlink()
 
 
-def add_routes(app: Any, rt: Runtime, speech: SpeechModels, utterances: Utterances) -> None:
+def add_routes(app: Any, rt: Runtime, speech: SpeechModels) -> None:
     """The app's own routes beside Gradio's: `/metrics` (`assistant.web.metrics_route`),
     the hands-free microphone stream `/listen` (`assistant.web.listen_route`) and the
     OpenAI-compatible `/v1/...` (`assistant.web.openai_route`)."""
@@ -213,7 +208,7 @@ def add_routes(app: Any, rt: Runtime, speech: SpeechModels, utterances: Utteranc
     add_metrics_route(app, rt)
     from assistant.web.listen_route import add_listen_route
 
-    add_listen_route(app, rt.settings, speech, utterances, rt=rt)
+    add_listen_route(app, rt, speech)
     # the OpenAI-compatible API: a turn per request, outside Gradio's queue
     from assistant.web.openai_route import add_openai_routes
 

@@ -21,9 +21,9 @@ from assistant.errors import AssistantError
 from assistant.records import STAGES, StoredTurn, TurnEvent, TurnResult, now_ms
 from assistant.settings import Settings
 from assistant.speech.audio import wav_bytes
+from assistant.turns.calls import Calls
 from assistant.turns.conversations import Conversations
 from assistant.turns.pipeline import Pipeline, TurnRequest
-from assistant.web.utterances import Utterances
 
 log = logging.getLogger(__name__)
 
@@ -206,15 +206,15 @@ class Turns:
         speech: SpeechModels,
         *,
         streamed: bool,
-        utterances: Utterances | None = None,
+        calls: Calls | None = None,
     ):
         self.pipeline = pipeline
         self.conversations = conversations
         self.settings = settings
         self.speech = speech
         self.streamed = streamed
-        self.utterances = utterances or Utterances()
-        """Hands-free utterances the `/listen` stream heard, waiting for their turn."""
+        self.calls = calls or Calls()
+        """The calls open on the page: a question typed during one is answered in it."""
 
     async def chat(
         self,
@@ -262,6 +262,12 @@ class Turns:
             yield gr.skip(), gr.skip(), gr.skip()
             return
         owner = owner_of(self.settings, request)
+        call = None if deep else self.calls.of(owner, session.conversation_id)
+        if call is not None:
+            # answered in the call, aloud: the call shows it and reloads the conversation
+            await call.say(text)
+            yield [*(history or []), {"role": "user", "content": text}], "", gr.skip()
+            return
         view = TurnView(history, text)
         tts = await self._tts(owner) if speak else None
         request = TurnRequest(
@@ -319,37 +325,6 @@ class Turns:
             async for history_out, audio in outs:
                 yield history_out, audio, gr.skip()
         yield gr.skip(), gr.skip(), None  # clear the recorder for the next turn
-
-    async def handsfree(
-        self,
-        key: str,
-        history: list[dict[str, Any]],
-        session: Session,
-        speak: bool,
-        request: gr.Request,
-    ) -> AsyncIterator[tuple[Any, ...]]:
-        """Hands-free heard an utterance end: its turn. Outputs: chatbot, audio out."""
-        owner = owner_of(self.settings, request)
-        heard = self.utterances.take(key or "", owner)
-        if heard is None:  # a stale or foreign key: nothing to answer
-            yield gr.skip(), gr.skip()
-            return
-        view = TurnView(history, "🎤 …")
-        view.apply(TurnEvent("transcript", text=heard.text))
-        tts = await self._tts(owner) if speak else None
-        request = TurnRequest(
-            text=heard.text,
-            owner=owner,
-            conversation_id=conversation(self.conversations, session, owner),
-            speak=speak,
-            received_ms=heard.last_word_ms,  # latency counts from the user's last word
-            source="voice",
-            heard_ms=heard.heard_ms,
-        )
-        turn = self.pipeline.stream(request, tts=tts)
-        async with contextlib.aclosing(self._stream(view, turn, session)) as outs:
-            async for out in outs:
-                yield out
 
     async def _tts(self, owner: str) -> Any:
         return await voice_of(self.speech, self.conversations.prefs(owner))

@@ -1,0 +1,65 @@
+"""The calls that are open: admission per login and in all, and each login's call sessions.
+
+A call is a `VoiceSession` (`assistant.turns.session`). Whatever else of the person's reaches
+the app while a call is open goes through it, so it is heard in the call: a typed question is
+answered there (spoken), and a job's notice is said there, not played by the page beside it
+(where the call's microphone would hear it as the person speaking).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from assistant.turns.session import VoiceSession
+
+MAX_CALLS_PER_LOGIN = 2
+"""Two tabs of one person; a third is refused."""
+MAX_CALLS = 8
+"""In all: each call holds a VAD state and takes turns on the one speech-to-text pool."""
+
+
+class Calls:
+    """Who has a call open."""
+
+    def __init__(self, per_login: int = MAX_CALLS_PER_LOGIN, total: int = MAX_CALLS):
+        self.per_login, self.total = per_login, total
+        self.open: dict[str, int] = {}
+        self._sessions: dict[str, list[VoiceSession]] = {}
+
+    def admit(self, owner: str) -> str | None:
+        """None: admitted (call `leave` at the end); else why not."""
+        if sum(self.open.values()) >= self.total:
+            return f"the app has {self.total} calls open, its limit; try again in a moment"
+        if self.open.get(owner, 0) >= self.per_login:
+            return (
+                f"you already have {self.per_login} calls open (another tab?); "
+                "end one to start a new one"
+            )
+        self.open[owner] = self.open.get(owner, 0) + 1
+        return None
+
+    def leave(self, owner: str) -> None:
+        self.open[owner] -= 1
+        if not self.open[owner]:
+            del self.open[owner]
+
+    def join(self, session: VoiceSession) -> None:
+        """`session` is the owner's call until `part`."""
+        self._sessions.setdefault(session.owner, []).append(session)
+
+    def part(self, session: VoiceSession) -> None:
+        sessions = self._sessions.get(session.owner, [])
+        if session in sessions:
+            sessions.remove(session)
+        if not sessions:
+            self._sessions.pop(session.owner, None)
+
+    def of(self, owner: str, conversation_id: str | None = None) -> VoiceSession | None:
+        """The owner's call, if one is open: the one on `conversation_id` if there is one,
+        else the newest."""
+        sessions = self._sessions.get(owner, [])
+        for session in reversed(sessions):
+            if conversation_id is not None and session.conversation_id == conversation_id:
+                return session
+        return sessions[-1] if sessions else None
