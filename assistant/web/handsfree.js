@@ -50,7 +50,8 @@
     if (label) label.textContent = LABELS[state] || state;
     const button = root.querySelector('button.call-button');
     if (button) {
-      button.textContent = state === 'off' ? '📞 Start call' : '⏹ End call';
+      // words only: a font without emoji (many phones' system UI fonts) shows them all
+      button.textContent = state === 'off' ? 'Start call' : 'End call';
       button.setAttribute('aria-pressed', state === 'off' ? 'false' : 'true');
     }
   }

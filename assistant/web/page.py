@@ -49,7 +49,7 @@ CLICK_KEY_JS = (
 )
 """Delegate: a random job key per click (getRandomValues works without a secure context)."""
 CALL_HTML = """<div class="call">
-<button class="call-button" type="button" aria-pressed="false">📞 Start call</button>
+<button class="call-button" type="button" aria-pressed="false">Start call</button>
 <div class="call-status"><span class="call-state">Start a call</span>
 <div class="call-level" aria-hidden="true"><span></span></div></div></div>"""
 """The call control (`handsfree.js` drives it): start/end, its state, the microphone level."""
@@ -147,9 +147,14 @@ PAGE_CSS = """
   border-radius: 3px; overflow: hidden; }
 #handsfree .call-level > span { display: block; height: 100%; width: 0;
   background: var(--color-accent); transition: width 80ms linear; }
-#handsfree[data-state="speaking"] .call-state::before { content: "🔊 "; }
-#handsfree[data-state="thinking"] .call-state::before { content: "⏳ "; }
-#handsfree[data-state="hearing"] .call-state::before { content: "🎤 "; }
+/* the state as a coloured dot, not an emoji: it shows in fonts without emoji (a phone's) */
+#handsfree .call-state::before { content: ""; display: inline-block; width: 0.6em;
+  height: 0.6em; border-radius: 50%; margin-right: 0.4em; vertical-align: middle;
+  background: var(--border-color-primary); }
+#handsfree[data-state="listening"] .call-state::before { background: #2a2; }
+#handsfree[data-state="hearing"] .call-state::before { background: var(--color-accent); }
+#handsfree[data-state="thinking"] .call-state::before { background: #d90; }
+#handsfree[data-state="speaking"] .call-state::before { background: #27d; }
 @media (max-width: 640px) {
   #handsfree-row { flex-direction: column; }
   #handsfree .call-button { flex: 1 1 100%; }
@@ -235,6 +240,11 @@ def build_ui(rt: Runtime, speech: SpeechModels | None = None) -> gr.Blocks:
                         "Stop", variant="stop", scale=0, min_width=90, size="md",
                         elem_id="stop-button",
                     )  # fmt: skip
+                with gr.Row(elem_id="handsfree-row"):
+                    # the call: one control with its state; the session on the server runs it.
+                    # Right under the composer, so a phone shows it on the first screen
+                    gr.HTML(CALL_HTML, elem_id="handsfree")
+                    gr.HTML("", elem_id="handsfree-live")
                 with gr.Row():
                     mic = gr.Audio(
                         sources=["microphone", "upload"],
@@ -256,10 +266,6 @@ def build_ui(rt: Runtime, speech: SpeechModels | None = None) -> gr.Blocks:
                     )
                 # filled by microphone.js when this page cannot use the microphone, and why
                 gr.HTML("", elem_id="mic-notice", padding=False)
-                with gr.Row(elem_id="handsfree-row"):
-                    # the call: one control with its state; the session on the server runs it
-                    gr.HTML(CALL_HTML, elem_id="handsfree")
-                    gr.HTML("", elem_id="handsfree-live")
                 # a call's turn is stored by the server; this reloads the chat from the store
                 call_refresh = gr.Button("refresh", visible="hidden", elem_id="call-refresh")
                 sent_at = gr.Number(visible="hidden", elem_id="voice-sent-at")
