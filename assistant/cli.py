@@ -197,6 +197,8 @@ def cmd_bench(args: argparse.Namespace, settings: Settings) -> int:
         soak=args.soak,
         audio_dir=args.audio,
         scale=args.scale,
+        calls=args.calls,
+        busy=args.busy,
     )
 
 
@@ -303,6 +305,18 @@ def parser() -> argparse.ArgumentParser:
         default=None,
         metavar="DIR",
         help="voice: recordings with a transcripts.json (default ../shared/audio)",
+    )
+    s.add_argument(
+        "--calls",
+        type=int,
+        default=0,
+        metavar="N",
+        help="voice: instead, N calls at once through a running app's /listen, in real time",
+    )
+    s.add_argument(
+        "--busy",
+        action="store_true",
+        help="a process spinning on one core beside the benchmark (a machine doing other work)",
     )
     s.set_defaults(fn=cmd_bench)
     return p

@@ -32,6 +32,7 @@ TIERS = {
     "test_listener": ("model",),
     "test_attacks": ("process",),
     "test_build": ("process",),
+    "test_callbench": ("process", "model"),
     "test_chat": ("process",),
     "test_ci": ("process",),
     "test_cli": ("process", "model"),

@@ -21,7 +21,34 @@ def run_bench(
     soak: int = 0,
     audio_dir: str | None = None,
     scale: bool = False,
+    calls: int = 0,
+    busy: bool = False,
 ) -> int:
+    from assistant.devtools.busy import busy_core
+
+    with busy_core(busy) as machine:
+        result = _run(which, settings, rounds, live, vllm, api, soak, audio_dir, scale, calls)
+    if busy:
+        result["machine"] = machine
+    if as_json:
+        sys.stdout.write(json.dumps(result) + "\n")
+    else:
+        print(json.dumps(result, indent=2))
+    return 0
+
+
+def _run(
+    which: str,
+    settings: Settings,
+    rounds: int | None,
+    live: bool,
+    vllm: bool,
+    api: str,
+    soak: int,
+    audio_dir: str | None,
+    scale: bool,
+    calls: int,
+) -> dict:
     if which == "qos" and scale:
         from assistant.devtools.qosscale import bench_qos_scale
 
@@ -34,6 +61,14 @@ def run_bench(
         from assistant.devtools.qosbench import bench_qos
 
         result = bench_qos(settings, rounds)
+    elif which == "voice" and calls:
+        from pathlib import Path
+
+        from assistant.devtools.callbench import bench_calls
+        from assistant.devtools.voicebench import AUDIO_DIR, recordings
+
+        files = recordings(Path(audio_dir) if audio_dir else AUDIO_DIR)
+        result = bench_calls(calls, rounds or 1, files)
     elif which == "voice":
         from pathlib import Path
 
@@ -50,8 +85,4 @@ def run_bench(
         from assistant.devtools.loadbench import bench_load
 
         result = bench_load(settings, rounds, api, soak)
-    if as_json:
-        sys.stdout.write(json.dumps(result) + "\n")
-    else:
-        print(json.dumps(result, indent=2))
-    return 0
+    return result
