@@ -20,6 +20,7 @@ from assistant.routing.batch import RouteBatcher
 from assistant.settings import LaneConfig, Settings
 from assistant.store.db import Store
 from assistant.turns.guard import guarded
+from assistant.turns.job_stream import follow
 from assistant.turns.prompt import Prompts
 from assistant.turns.recorder import Recorder
 
@@ -93,15 +94,18 @@ class ChatService:
         conversation_id: str | None = None,
         force_deep: bool = False,
         deep_inline: bool = False,
+        follow_job: bool = False,
+        housekeeping: bool = False,
         decision: RouteDecision | None = None,
         history: tuple[tuple[str, str], ...] | None = None,
         max_tokens: int | None = None,
         job_key: str | None = None,
     ) -> AsyncIterator[TurnEvent]:
         """Route and answer `text`. A deep decision becomes a job unless `deep_inline` (the CLI
-        waits instead). `decision`: the lane chosen by the caller, not routed. `history`: the
-        conversation as the caller sent it, not as stored. Ends with a "done" event; the turn
-        is not stored here."""
+        waits instead); `follow_job`: the job's answer streams in this turn as it runs.
+        `housekeeping`: a client's background task, no delegate tool. `decision`: the lane
+        chosen by the caller, not routed. `history`: the conversation as the caller sent it,
+        not as stored. Ends with a "done" event; the turn is not stored here."""
         text = check_text(text, self.settings.max_text_chars)
         t0 = now_ms()
         if decision is None:
@@ -111,13 +115,21 @@ class ChatService:
         rec.set("route", now_ms() - t0)
         yield TurnEvent("route", decision=decision)
         result: TurnResult
-        if decision.lane == "deep" and not deep_inline and self.jobs is not None:
+        if decision.lane == "deep" and not deep_inline and self.jobs is not None and follow_job:
+            result = TurnResult("", "deep", decision.reason, None)
+            job = self.jobs.submit(owner, decision.text or text, key=job_key,
+                                   conversation_id=conversation_id)  # fmt: skip
+            async with contextlib.aclosing(follow(self.store, job, result, rec)) as events:
+                async for event in events:
+                    yield event
+        elif decision.lane == "deep" and not deep_inline and self.jobs is not None:
             result = self._delegate(owner, decision, text, conversation_id, job_key)
         else:
             lane = self.settings.deep if decision.lane == "deep" else self.settings.chat
             result = TurnResult("", decision.lane, decision.reason, None)
             past = self.history(conversation_id, history)
-            run = self._run(text, lane, decision, past, result, rec, max_tokens, history)
+            run = self._run(text, lane, decision, past, result, rec, max_tokens, history,
+                            tools=not housekeeping)  # fmt: skip
             async with contextlib.aclosing(run) as events:
                 async for event in events:
                     yield event
@@ -152,6 +164,7 @@ class ChatService:
         rec: Recorder,
         max_tokens: int | None = None,
         given: tuple[tuple[str, str], ...] | None = None,
+        tools: bool = True,
     ) -> AsyncIterator[TurnEvent]:
         messages = self.prompts.chat(past, text, lane.history_tokens)
         if lane.name == "deep":
@@ -167,15 +180,16 @@ class ChatService:
                 ]
             )
         budget = {"max_tokens": min(max_tokens, lane.max_tokens)} if max_tokens else {}
-        tools = None
+        offered = None
         # an engine that refused tools once is not offered them again (the client warned)
-        if lane.name == "chat" and self.engine.kind in ("vllm", "openai") and self.engine.tools_ok:
+        engine_ok = self.engine.kind in ("vllm", "openai") and self.engine.tools_ok
+        if tools and lane.name == "chat" and engine_ok:
             from assistant.routing.router import DELEGATE_TOOL
 
-            tools = [DELEGATE_TOOL]
+            offered = [DELEGATE_TOOL]
         reply = Reply()
         try:
-            first = self._attempt(messages, lane, result, reply, rec, tools=tools, **budget)
+            first = self._attempt(messages, lane, result, reply, rec, tools=offered, **budget)
             async with contextlib.aclosing(first) as events:
                 async for event in events:
                     yield event
