@@ -6,9 +6,9 @@ the last user message (a deep decision becomes a job whose reasoning and answer 
 streams as the job runs, or the hand-off text when the request asks for it with `"wait": false`),
 the lane scheduler admits it, and the turn is stored in one of the login's conversations, so it
 shows in the page's sidebar. A client's own housekeeping (`web.housekeeping`: titles, tags,
-follow-ups) takes the chat lane and no conversation, and is answered as its prompt asks. History comes from the request's
-messages; the assistant's own system prompt leads (a client's system messages are not used:
-no prompt is reachable through a request).
+follow-ups) takes the chat lane and no conversation, and is answered as its prompt asks. History
+comes from the request's messages; the assistant's own system prompt leads (a client's system
+messages are not used: no prompt is reachable through a request).
 
 The lane and the routing reason are in the headers `X-Assistant-Lane` and `X-Assistant-Reason`
 (so the response starts only once the turn has its first token: a failure before it is a
