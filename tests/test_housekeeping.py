@@ -251,6 +251,14 @@ def test_answers_are_the_json_the_prompt_asks_for() -> None:
         "title": "Paris"
     }
     assert json.loads(answer(title, "French Capital", prompt)) == {"title": "French Capital"}
+    # a reply that repeats the prompt's own example has not answered (the simulated engine
+    # echoes the prompt: Open WebUI titled the chat "your concise title here")
+    echo = answer(title, f"You said: {prompt}", prompt)
+    assert json.loads(echo) == {"title": "What is the capital of"}
+    tags = rendered(TEMPLATES["tags"], [("user", QUESTION)])
+    assert json.loads(answer(Chore("tags", "tags"), tags, tags)) == {"tags": ["General"]}
+    history_word = answer(title, '{"title": "capital of France"}', prompt)
+    assert json.loads(history_word) == {"title": "capital of France"}  # from the chat: fine
     made_up = json.loads(answer(title, "You said: a very long echo of it all " * 5, prompt))
     assert made_up == {"title": "What is the capital of"}
     assert json.loads(answer(Chore("tags", "tags"), "no json", "")) == {"tags": ["General"]}

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -62,6 +63,7 @@ DEFAULTS: dict[str, Any] = {
 }
 """What a client gets when the model wrote no usable JSON: each means "nothing to add" to it."""
 TITLE_WORDS = 5
+CHAT_HISTORY = re.compile(r"<chat_history>.*?</chat_history>", re.S)
 HISTORY_LINE = re.compile(r"^\s*(user|human)\s*:\s*(.+)$", re.IGNORECASE | re.MULTILINE)
 
 
@@ -112,30 +114,39 @@ def answer(chore: Chore, reply: str, prompt: str) -> str:
     asked for JSON; the model's own object when it wrote one, else an empty default."""
     if chore.key is None:
         return _plain_title(reply, prompt) if chore.kind == "title" else reply.strip()
-    found = _json_object(reply)
-    if found is not None and chore.key in found:
-        return json.dumps(found, ensure_ascii=False)
+    template = CHAT_HISTORY.sub("", prompt)
+    for found in _json_objects(reply):
+        # a model that repeats the prompt's own example ({"title": "your concise title
+        # here"}) has not answered: that object is not taken for the answer
+        if chore.key in found and not _echoed(found[chore.key], template):
+            return json.dumps(found, ensure_ascii=False)
     if chore.key == "title":
-        value: Any = _plain_title(reply if found is None and _looks_like_title(reply) else "",
-                                  prompt)  # fmt: skip
+        value: Any = _plain_title(reply if _looks_like_title(reply) else "", prompt)
     else:
         value = DEFAULTS.get(chore.key, "")
     return json.dumps({chore.key: value}, ensure_ascii=False)
 
 
-def _json_object(reply: str) -> dict[str, Any] | None:
-    """The first JSON object in a reply (inside a code fence or after words, as models write)."""
+def _json_objects(reply: str) -> Iterator[dict[str, Any]]:
+    """The JSON objects in a reply (inside a code fence or after words, as models write)."""
     start = reply.find("{")
     while start != -1:
         try:
             found, _ = json.JSONDecoder().raw_decode(reply[start:])
         except ValueError:
-            start = reply.find("{", start + 1)
-            continue
+            found = None
         if isinstance(found, dict):
-            return found
+            yield found
         start = reply.find("{", start + 1)
-    return None
+
+
+def _echoed(value: Any, template: str) -> bool:
+    """A value the prompt itself shows (outside the chat it works on)."""
+    if isinstance(value, str):
+        return bool(value.strip()) and value in template
+    if isinstance(value, list):
+        return bool(value) and all(isinstance(v, str) and v in template for v in value)
+    return False
 
 
 def _looks_like_title(reply: str) -> bool:
