@@ -174,6 +174,17 @@ def test_each_open_webui_task_gets_its_json_on_the_chat_lane(app: App, sim: str,
     assert len(after[0]) == len(before[0]) and len(after[1]) == len(before[1])
 
 
+def test_a_streamed_task_gets_its_checked_answer_in_one_piece(app: App) -> None:
+    prompt = rendered(TEMPLATES["tags"], [("user", QUESTION)])
+    chunks = list(
+        client(app).chat.completions.create(
+            model=MODEL, messages=[{"role": "user", "content": prompt}], stream=True
+        )
+    )
+    content = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert json.loads(content) == {"tags": ["General"]}  # the simulator only echoes the prompt
+
+
 @pytest.mark.parametrize("name", sorted(OTHER_CLIENTS))
 def test_other_clients_title_requests_are_housekeeping_too(app: App, name: str) -> None:
     before = in_store(app)
@@ -230,6 +241,7 @@ def test_open_webui_templates_are_recognised_by_the_key_they_ask_for() -> None:
     assert recognise("### Task: x", False, {"metadata": {"task": "title_generation"}}) == Chore(
         "title", None
     )
+    assert recognise("Tags?", False, {"metadata": {"task": "tags_generation"}}) == Chore("tags")
 
 
 def test_a_persons_messages_are_not_housekeeping() -> None:
@@ -242,6 +254,17 @@ def test_a_persons_messages_are_not_housekeeping() -> None:
         assert recognise(text, has_history=False) is None, text
     # inside a conversation nothing is a client's task, whatever it looks like
     assert recognise(rendered(TEMPLATES["title"], [("user", QUESTION)]), has_history=True) is None
+
+
+def test_folded_thinking_in_an_earlier_answer_is_not_part_of_the_history() -> None:
+    from assistant.settings import Settings
+    from assistant.web.openai_wire import parse
+
+    shown = '<details type="reasoning" done="true" duration="3">\n> hmm\n</details>\nParis.'
+    body = {"model": MODEL, "messages": [
+        {"role": "user", "content": QUESTION}, {"role": "assistant", "content": shown},
+        {"role": "user", "content": "And Spain?"}]}  # fmt: skip
+    assert parse(body, {}, Settings()).history == ((QUESTION, "Paris."),)
 
 
 def test_answers_are_the_json_the_prompt_asks_for() -> None:
