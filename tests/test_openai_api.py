@@ -241,9 +241,26 @@ def test_reasoning_effort_chooses_the_lane_itself(app: App) -> None:
     assert "You said" in high.parse().choices[0].message.content
 
 
-def test_the_chat_model_asking_to_delegate_streams_its_words_and_the_handoff(app: App) -> None:
+def test_the_chat_model_asking_to_delegate_streams_its_words_then_its_jobs_answer(
+    app: App,
+) -> None:
     stream = client(app).chat.completions.create(
         model=MODEL, messages=[{"role": "user", "content": "SIMDELEGATE hi there"}], stream=True
+    )
+    chunks = list(stream)
+    deltas = [c.choices[0].delta for c in chunks if c.choices]
+    content = "".join(d.content or "" for d in deltas)
+    reasoning = "".join((d.model_extra or {}).get("reasoning") or "" for d in deltas)
+    extra = next(c for c in chunks if c.choices and c.choices[0].finish_reason).model_extra
+    assert extra["assistant"]["reason"] == "model asked to delegate"
+    assert extra["assistant"]["lane"] == "deep" and extra["assistant"]["job_id"]
+    assert reasoning.split() and "You said" in content and "Handed off" not in content
+    # asking for the hand-off: the model's words and the job id
+    stream = client(app).chat.completions.create(
+        model=MODEL,
+        messages=[{"role": "user", "content": "SIMDELEGATE hi there"}],
+        stream=True,
+        extra_body={"wait": False},
     )
     chunks = list(stream)
     content = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)

@@ -115,11 +115,10 @@ class ChatService:
         rec.set("route", now_ms() - t0)
         yield TurnEvent("route", decision=decision)
         result: TurnResult
+        task = (owner, decision.text or text, conversation_id, job_key)
         if decision.lane == "deep" and not deep_inline and self.jobs is not None and follow_job:
             result = TurnResult("", "deep", decision.reason, None)
-            job = self.jobs.submit(owner, decision.text or text, key=job_key,
-                                   conversation_id=conversation_id)  # fmt: skip
-            async with contextlib.aclosing(follow(self.store, job, result, rec)) as events:
+            async with contextlib.aclosing(self._follow(*task, result, rec)) as events:
                 async for event in events:
                     yield event
         elif decision.lane == "deep" and not deep_inline and self.jobs is not None:
@@ -133,12 +132,38 @@ class ChatService:
             async with contextlib.aclosing(run) as events:
                 async for event in events:
                     yield event
-            if result.delegate_requested and self.jobs is not None:
+            if result.delegate_requested and self.jobs is not None and follow_job:
+                # the model's words, then its job's thinking and answer in the same reply
+                said = result.reply.strip()
+                result.reason, result.lane = "model asked to delegate", "deep"
+                if said:
+                    yield TurnEvent("content", text="\n\n")
+                async with contextlib.aclosing(self._follow(*task, result, rec)) as events:
+                    async for event in events:
+                        yield event
+                result.reply = (said + "\n\n" + result.reply).strip()
+            elif result.delegate_requested and self.jobs is not None:
                 handoff = self._delegate(owner, decision, text, conversation_id, job_key)
                 result.job_id, result.reason = handoff.job_id, "model asked to delegate"
                 result.lane = "deep"
                 result.reply = (result.reply.strip() + "\n\n" + handoff.reply).strip()
         yield TurnEvent("done", result=result)
+
+    async def _follow(
+        self,
+        owner: str,
+        task: str,
+        conversation_id: str | None,
+        key: str | None,
+        result: TurnResult,
+        rec: Recorder,
+    ) -> AsyncIterator[TurnEvent]:
+        """A job for `task`, its reasoning and answer streamed as it runs (`job_stream`)."""
+        assert self.jobs is not None
+        job = self.jobs.submit(owner, task, key=key, conversation_id=conversation_id)
+        async with contextlib.aclosing(follow(self.store, job, result, rec)) as events:
+            async for event in events:
+                yield event
 
     def _delegate(
         self,
