@@ -248,6 +248,8 @@ def test_a_persons_messages_are_not_housekeeping() -> None:
     for text in (
         QUESTION,
         "What is a good title for my novel about a chat bot?",
+        "What's the name of this chat app?",
+        "Suggest a title for the chat group I run.",
         "### Task: write me a long report on rivers",
         DEEP,
     ):

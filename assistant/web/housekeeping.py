@@ -33,8 +33,8 @@ OUTPUT_HEADING = re.compile(r"#{2,4}\s*\**output", re.IGNORECASE)
 JSON_KEY = re.compile(r"\{\s*\"(\w+)\"\s*:")
 """The first key of the JSON object a prompt shows as its output."""
 TITLE_ASK = re.compile(
-    r"\b(title|name|topic)\b[^.\n]{0,120}\b(conversation|this chat|the chat|chat history|"
-    r"chat records|dialogue)\b"
+    r"\b(title|name|topic)\b[^.\n]{0,120}\b(the conversation|this conversation|chat history|"
+    r"chat records|the dialogue)\b"
     r"|\b(conversation|chat)\b[^.\n]{0,40}\b(title|name)\b[^.\n]{0,40}"
     r"\b(\d+|five|ten)[- ]words?\b",
     re.IGNORECASE,
@@ -43,7 +43,7 @@ TITLE_ASK = re.compile(
 (LibreChat), "give this conversation a name" (Chatbox), "summarize the conversation as a topic
 name" (LobeChat)."""
 ASKS_TO_WRITE = re.compile(
-    r"\b(generate|write|give|create|suggest|provide|summari[sz]e|name)\b", re.IGNORECASE
+    r"\b(generate|write|give|create|suggest|provide|summari[sz]e)\b", re.IGNORECASE
 )
 KINDS = {
     "title": "title",
