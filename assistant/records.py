@@ -251,7 +251,10 @@ def now_ms() -> float:
 class TurnEvent:
     """One step of a turn in progress: what every stage of the pipeline yields."""
 
-    kind: Literal["transcript", "route", "reasoning", "content", "audio", "error", "done"]
+    kind: Literal[
+        "transcript", "route", "reasoning", "content", "audio", "error", "waiting", "done"
+    ]
+    """"waiting": a followed job exists (its id in `text`) or is still quiet; no words."""
     text: str = ""
     transcript: Transcript | None = None
     decision: RouteDecision | None = None

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Create .venv and install the app (and with --test, what the tests need: the test extras,
-# vLLM for CPU in .venv-vllm, and Debian's chromium for the real-browser test). Safe to run again; pip keeps its cache.
+# vLLM for CPU in .venv-vllm, Open WebUI in .venv-owui, and Debian's chromium for the
+# real-browser tests). Safe to run again; pip keeps its cache.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
@@ -21,6 +22,8 @@ if [ "${1:-}" = "--test" ]; then extras="[test]"; fi
 .venv/bin/python -m pip install -q --no-deps pipecat-ai==1.14.0
 # The real-vLLM test tier: vLLM for CPU in an environment of its own (no torch in .venv).
 if [ "${1:-}" = "--test" ]; then ./scripts/setup_vllm.sh; fi
+# The real-Open WebUI test tier: Open WebUI in an environment of its own, driven in Chromium.
+if [ "${1:-}" = "--test" ]; then ./scripts/setup_openwebui.sh; fi
 # nginx: the reverse proxy the attack tests put in front of the app (tests/test_attacks.py).
 if [ "${1:-}" = "--test" ] && { ! command -v chromium >/dev/null 2>&1 ||
   ! PATH="$PATH:/usr/sbin" command -v nginx >/dev/null 2>&1; }; then

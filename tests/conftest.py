@@ -44,6 +44,8 @@ TIERS = {
     "test_hardening": ("process", "model"),
     "test_jobs": ("process",),
     "test_openai_api": ("process", "model"),
+    "test_housekeeping": ("process",),
+    "test_openwebui": ("openwebui", "browser", "process"),
     "test_router": ("model",),
     "test_security": ("process", "model"),
     "test_simengine": ("process",),

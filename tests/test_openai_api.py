@@ -1,7 +1,7 @@
 """The OpenAI-compatible endpoint (`/v1/chat/completions`, `/v1/models`), driven by the official
 `openai` library against the running app on the simulated engine: streaming and not, a deep
-request handed off and one waited for, errors, admission, logins and their isolation, and a
-second app that uses the first as its engine.
+request answered from its job and one handed off, errors, admission, logins and their
+isolation, and a second app that uses the first as its engine.
 
 Fast-tier tests at the end check the request parsing, the gate and the conversation matching
 without a process.
@@ -171,10 +171,11 @@ def test_the_history_comes_from_the_request_and_continues_one_conversation(app: 
     ]
 
 
-def test_a_deep_request_becomes_a_job_answered_with_the_handoff(app: App) -> None:
+def test_a_deep_request_that_asks_for_the_handoff_gets_the_job_id(app: App) -> None:
     raw = client(app).chat.completions.with_raw_response.create(
         model=MODEL,
         messages=[{"role": "user", "content": "Delegate: write a long report on rivers."}],
+        extra_body={"wait": False},
     )
     done = raw.parse()
     extra = done.model_extra["assistant"]
@@ -191,28 +192,36 @@ def test_a_deep_request_becomes_a_job_answered_with_the_handoff(app: App) -> Non
     assert job is not None and job.owner == "local" and "report on rivers" in job.prompt
 
 
-def test_a_deep_request_that_asks_to_wait_streams_its_reasoning_and_answer(app: App) -> None:
+def test_a_deep_request_streams_its_jobs_reasoning_and_answer(app: App) -> None:
     stream = client(app).chat.completions.create(
         model=MODEL,
         messages=[{"role": "user", "content": "Think hard about why the sky is blue."}],
         stream=True,
-        extra_body={"wait": True},
     )
     chunks = list(stream)
     deltas = [c.choices[0].delta for c in chunks if c.choices]
     reasoning = "".join((d.model_extra or {}).get("reasoning") or "" for d in deltas)
     content = "".join(d.content or "" for d in deltas)
     assert reasoning.split()  # the engine's reasoning, streamed as `reasoning` deltas
-    assert "You said" in content and "job" not in content
+    assert "You said" in content and "Handed off" not in content
     extra = next(c for c in chunks if c.choices and c.choices[0].finish_reason).model_extra
-    assert extra["assistant"]["lane"] == "deep" and extra["assistant"]["job_id"] is None
-    # the header asks the same
+    job_id = extra["assistant"]["job_id"]
+    assert extra["assistant"]["lane"] == "deep" and job_id
+    store = Store(app.data_dir / "assistant.db")
+    try:
+        job = store.job(job_id)
+    finally:
+        store.close()
+    # it ran as a job on the deep lane (the Jobs panel has it), and this reply is its answer
+    assert job is not None and job.state == "done" and job.result.strip() in content
+    # asking to wait changes nothing; not streamed, the same answer comes whole
     raw = client(app).chat.completions.with_raw_response.create(
         model=MODEL,
         messages=[{"role": "user", "content": "Delegate: explain tides."}],
         extra_headers={"X-Assistant-Wait": "true"},
     )
-    assert raw.headers["x-assistant-lane"] == "deep" and "x-assistant-job" not in raw.headers
+    assert raw.headers["x-assistant-lane"] == "deep" and raw.headers["x-assistant-job"]
+    assert "You said" in (raw.parse().choices[0].message.content or "")
 
 
 def test_reasoning_effort_chooses_the_lane_itself(app: App) -> None:
@@ -232,9 +241,26 @@ def test_reasoning_effort_chooses_the_lane_itself(app: App) -> None:
     assert "You said" in high.parse().choices[0].message.content
 
 
-def test_the_chat_model_asking_to_delegate_streams_its_words_and_the_handoff(app: App) -> None:
+def test_the_chat_model_asking_to_delegate_streams_its_words_then_its_jobs_answer(
+    app: App,
+) -> None:
     stream = client(app).chat.completions.create(
         model=MODEL, messages=[{"role": "user", "content": "SIMDELEGATE hi there"}], stream=True
+    )
+    chunks = list(stream)
+    deltas = [c.choices[0].delta for c in chunks if c.choices]
+    content = "".join(d.content or "" for d in deltas)
+    reasoning = "".join((d.model_extra or {}).get("reasoning") or "" for d in deltas)
+    extra = next(c for c in chunks if c.choices and c.choices[0].finish_reason).model_extra
+    assert extra["assistant"]["reason"] == "model asked to delegate"
+    assert extra["assistant"]["lane"] == "deep" and extra["assistant"]["job_id"]
+    assert reasoning.split() and "You said" in content and "Handed off" not in content
+    # asking for the hand-off: the model's words and the job id
+    stream = client(app).chat.completions.create(
+        model=MODEL,
+        messages=[{"role": "user", "content": "SIMDELEGATE hi there"}],
+        stream=True,
+        extra_body={"wait": False},
     )
     chunks = list(stream)
     content = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
@@ -468,12 +494,14 @@ def test_parse_takes_the_last_user_messages_and_pairs_the_rest() -> None:
     }
     ask = parse(body, {}, Settings())
     assert ask.text == "c\n\nd" and ask.history == (("a", "b"),)
-    assert ask.stream and ask.usage and not ask.wait and ask.decision is None
+    assert ask.stream and ask.usage and ask.deep == "follow" and ask.decision is None
     assert ask.max_tokens == 50
-    assert parse({**body, "wait": True}, {}, Settings()).wait
-    assert parse(body, {"x-assistant-wait": "1"}, Settings()).wait
+    assert parse({**body, "wait": True}, {}, Settings()).deep == "follow"
+    assert parse({**body, "wait": False}, {}, Settings()).deep == "handoff"
+    assert parse(body, {"x-assistant-wait": "false"}, Settings()).deep == "handoff"
+    assert parse(body, {"x-assistant-wait": "1"}, Settings()).deep == "follow"
     high = parse({**body, "reasoning_effort": "high"}, {}, Settings())
-    assert high.wait and high.decision is not None and high.decision.lane == "deep"
+    assert high.deep == "inline" and high.decision is not None and high.decision.lane == "deep"
     assert parse({**body, "reasoning_effort": "medium"}, {}, Settings()).decision is None
     for bad in ({**body, "model": "x"}, {**body, "messages": []}, {**body, "max_tokens": -1},
                 {**body, "messages": [{"role": "robot", "content": "x"}]}, [1, 2]):  # fmt: skip
@@ -535,7 +563,7 @@ def test_the_gate_with_logins_maps_a_bearer_to_its_login() -> None:
 def test_threads_continue_by_history_per_owner_and_bounded(tmp_path: Path, monkeypatch) -> None:
     from assistant.records import TurnResult
     from assistant.turns.conversations import Conversations
-    from assistant.web import openai_wire
+    from assistant.web import threads as threads_module
 
     store = Store(tmp_path / "a.db")
     threads = Threads(Conversations(store))
@@ -548,7 +576,7 @@ def test_threads_continue_by_history_per_owner_and_bounded(tmp_path: Path, monke
     assert Threads(Conversations(store)).find("ann", (("q", "r"),), None) == first
     with pytest.raises(ApiError):
         threads.find("bob", (), first)
-    monkeypatch.setattr(openai_wire, "THREADS_KEPT", 3)
+    monkeypatch.setattr(threads_module, "THREADS_KEPT", 3)
     for i in range(10):
         threads.remember("ann", ((f"q{i}", "r"),), first)
     assert len(threads.kept) == 3

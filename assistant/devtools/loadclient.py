@@ -137,7 +137,9 @@ class OpenAI:
 
     @staticmethod
     async def delegate(http: httpx.AsyncClient, text: str, key: str) -> str:
-        out = await completion(http, [{"role": "user", "content": f"Delegate: {text}"}])
+        # the hand-off, not the answer: the jobs run while the sessions are measured
+        ask = [{"role": "user", "content": f"Delegate: {text}"}]
+        out = await completion(http, ask, handoff=True)
         if not out.get("job_id"):
             raise CallError(f"no job: {out.get('reply')!r}")
         return str(out["job_id"])
@@ -146,11 +148,15 @@ class OpenAI:
 CLIENTS: dict[str, type[Gradio] | type[OpenAI]] = {"gradio": Gradio, "openai": OpenAI}
 
 
-async def completion(http: httpx.AsyncClient, messages: list[dict[str, str]]) -> dict[str, Any]:
+async def completion(
+    http: httpx.AsyncClient, messages: list[dict[str, str]], handoff: bool = False
+) -> dict[str, Any]:
     """One streamed chat completion, read line by line: {"reply", "conversation_id",
     "timings_ms", "error", "job_id"} from the content deltas and the final chunk's extra
     field; CallError for an HTTP error, an error event or a stream without its end."""
-    body = {"model": "assistant", "messages": messages, "stream": True}
+    body: dict[str, Any] = {"model": "assistant", "messages": messages, "stream": True}
+    if handoff:
+        body["wait"] = False
     reply: list[str] = []
     extra: dict[str, Any] | None = None
     async with http.stream("POST", "v1/chat/completions", json=body) as r:

@@ -21,6 +21,7 @@ from assistant.routing.batch import RouteBatcher
 from assistant.settings import LaneConfig, Settings
 from assistant.store.db import Store
 from assistant.turns.guard import guarded
+from assistant.turns.job_stream import follow
 from assistant.turns.prompt import Prompts
 from assistant.turns.recorder import Recorder
 
@@ -94,15 +95,18 @@ class ChatService:
         conversation_id: str | None = None,
         force_deep: bool = False,
         deep_inline: bool = False,
+        follow_job: bool = False,
+        housekeeping: bool = False,
         decision: RouteDecision | None = None,
         history: tuple[tuple[str, str], ...] | None = None,
         max_tokens: int | None = None,
         job_key: str | None = None,
     ) -> AsyncIterator[TurnEvent]:
         """Route and answer `text`. A deep decision becomes a job unless `deep_inline` (the CLI
-        waits instead). `decision`: the lane chosen by the caller, not routed. `history`: the
-        conversation as the caller sent it, not as stored. Ends with a "done" event; the turn
-        is not stored here."""
+        waits instead); `follow_job`: the job's answer streams in this turn as it runs.
+        `housekeeping`: a client's background task, no delegate tool. `decision`: the lane
+        chosen by the caller, not routed. `history`: the conversation as the caller sent it,
+        not as stored. Ends with a "done" event; the turn is not stored here."""
         text = check_text(text, self.settings.max_text_chars)
         t0 = now_ms()
         if decision is None:
@@ -112,22 +116,55 @@ class ChatService:
         rec.set("route", now_ms() - t0)
         yield TurnEvent("route", decision=decision)
         result: TurnResult
-        if decision.lane == "deep" and not deep_inline and self.jobs is not None:
+        task = (owner, decision.text or text, conversation_id, job_key)
+        if decision.lane == "deep" and not deep_inline and self.jobs is not None and follow_job:
+            result = TurnResult("", "deep", decision.reason, None)
+            async with contextlib.aclosing(self._follow(*task, result, rec)) as events:
+                async for event in events:
+                    yield event
+        elif decision.lane == "deep" and not deep_inline and self.jobs is not None:
             result = self._delegate(owner, decision, text, conversation_id, job_key)
         else:
             lane = self.settings.deep if decision.lane == "deep" else self.settings.chat
             result = TurnResult("", decision.lane, decision.reason, None)
             past = self.history(conversation_id, history)
-            run = self._run(text, lane, decision, past, result, rec, max_tokens, history)
+            run = self._run(text, lane, decision, past, result, rec, max_tokens, history,
+                            tools=not housekeeping)  # fmt: skip
             async with contextlib.aclosing(run) as events:
                 async for event in events:
                     yield event
-            if result.delegate_requested and self.jobs is not None:
+            if result.delegate_requested and self.jobs is not None and follow_job:
+                # the model's words, then its job's thinking and answer in the same reply
+                said = result.reply.strip()
+                result.reason, result.lane = "model asked to delegate", "deep"
+                if said:
+                    yield TurnEvent("content", text="\n\n")
+                async with contextlib.aclosing(self._follow(*task, result, rec)) as events:
+                    async for event in events:
+                        yield event
+                result.reply = (said + "\n\n" + result.reply).strip()
+            elif result.delegate_requested and self.jobs is not None:
                 handoff = self._delegate(owner, decision, text, conversation_id, job_key)
                 result.job_id, result.reason = handoff.job_id, "model asked to delegate"
                 result.lane = "deep"
                 result.reply = (result.reply.strip() + "\n\n" + handoff.reply).strip()
         yield TurnEvent("done", result=result)
+
+    async def _follow(
+        self,
+        owner: str,
+        task: str,
+        conversation_id: str | None,
+        key: str | None,
+        result: TurnResult,
+        rec: Recorder,
+    ) -> AsyncIterator[TurnEvent]:
+        """A job for `task`, its reasoning and answer streamed as it runs (`job_stream`)."""
+        assert self.jobs is not None
+        job = self.jobs.submit(owner, task, key=key, conversation_id=conversation_id)
+        async with contextlib.aclosing(follow(self.store, job, result, rec)) as events:
+            async for event in events:
+                yield event
 
     def _delegate(
         self,
@@ -153,6 +190,7 @@ class ChatService:
         rec: Recorder,
         max_tokens: int | None = None,
         given: tuple[tuple[str, str], ...] | None = None,
+        tools: bool = True,
     ) -> AsyncIterator[TurnEvent]:
         messages = self.prompts.chat(past, text, lane.history_tokens)
         if lane.name == "deep":
@@ -168,12 +206,13 @@ class ChatService:
                 ]
             )
         budget = {"max_tokens": min(max_tokens, lane.max_tokens)} if max_tokens else {}
-        tools = None
+        offered = None
         # an engine that refused tools once is not offered them again (the client warned)
-        if lane.name == "chat" and self.engine.kind in ("vllm", "openai") and self.engine.tools_ok:
+        engine_ok = self.engine.kind in ("vllm", "openai") and self.engine.tools_ok
+        if tools and lane.name == "chat" and engine_ok:
             from assistant.routing.router import DELEGATE_TOOL
 
-            tools = [DELEGATE_TOOL]
+            offered = [DELEGATE_TOOL]
         reply = Reply()
         deep_budget = min(max_tokens, lane.max_tokens) if max_tokens else lane.max_tokens
         try:
@@ -188,7 +227,7 @@ class ChatService:
                     async for event in events:
                         yield event
             else:
-                first = self._attempt(messages, lane, result, reply, rec, tools=tools, **budget)
+                first = self._attempt(messages, lane, result, reply, rec, tools=offered, **budget)
                 async with contextlib.aclosing(first) as events:
                     async for event in events:
                         yield event

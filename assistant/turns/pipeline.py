@@ -34,6 +34,11 @@ class TurnRequest:
     force_deep: bool = False
     deep_inline: bool = False
     """Answer a deep decision in this turn (the CLI waits) instead of queueing a job."""
+    follow_job: bool = False
+    """A deep decision becomes a job whose reasoning and answer this turn streams as the job
+    runs (the OpenAI endpoint), instead of the hand-off sentence."""
+    housekeeping: bool = False
+    """A client's own background task (a title, tags): answered as asked, no delegate tool."""
     decision: RouteDecision | None = None
     """A lane the caller chose itself (the OpenAI API's `reasoning_effort`): no routing."""
     history: tuple[tuple[str, str], ...] | None = None
@@ -166,6 +171,8 @@ class Pipeline:
             conversation_id=request.conversation_id,
             force_deep=request.force_deep,
             deep_inline=request.deep_inline,
+            follow_job=request.follow_job,
+            housekeeping=request.housekeeping,
             decision=request.decision,
             history=request.history,
             max_tokens=request.max_tokens,

@@ -2,11 +2,13 @@
 server, on the app's own ASGI app beside Gradio's routes and outside Gradio's queue.
 
 A request is a turn through the same pipeline as the page's: the router decides the lane from
-the last user message (a deep decision becomes a job answered with the hand-off text, unless
-the request asks to wait), the lane scheduler admits it, and the turn is stored in one of the
-login's conversations, so it shows in the page's sidebar. History comes from the request's
-messages; the assistant's own system prompt leads (a client's system messages are not used:
-no prompt is reachable through a request).
+the last user message (a deep decision becomes a job whose reasoning and answer the reply
+streams as the job runs, or the hand-off text when the request asks for it with `"wait": false`),
+the lane scheduler admits it, and the turn is stored in one of the login's conversations, so it
+shows in the page's sidebar. A client's own housekeeping (`web.housekeeping`: titles, tags,
+follow-ups) takes the chat lane and no conversation, and is answered as its prompt asks. History
+comes from the request's messages; the assistant's own system prompt leads (a client's system
+messages are not used: no prompt is reachable through a request).
 
 The lane and the routing reason are in the headers `X-Assistant-Lane` and `X-Assistant-Reason`
 (so the response starts only once the turn has its first token: a failure before it is a
@@ -36,6 +38,7 @@ from assistant.settings import Settings
 from assistant.turns.chat import check_text
 from assistant.turns.conversations import Conversations
 from assistant.turns.pipeline import Pipeline, TurnRequest
+from assistant.web import housekeeping
 from assistant.web.openai_wire import (  # noqa: F401  (re-exported)
     CONVERSATION_HEADER,
     EFFORT_LANES,
@@ -45,13 +48,11 @@ from assistant.web.openai_wire import (  # noqa: F401  (re-exported)
     RETRY_AFTER_S,
     STANDARD_FINISH,
     STREAM_EVERY_S,
-    THREADS_KEPT,
     WAIT_HEADER,
     ApiError,
     Completion,
     EventStream,
     Gate,
-    Threads,
     api_error,
     exchanges,
     extra_of,
@@ -62,13 +63,14 @@ from assistant.web.openai_wire import (  # noqa: F401  (re-exported)
     result_error,
     sse,
     text_of,
-    thread_key,
     usage_of,
 )
+from assistant.web.threads import THREADS_KEPT, Threads, thread_key  # noqa: F401
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+KEEPALIVE = b": waiting for the deep lane\n\n"
 CLIENT_LEFT = 499
 """The status logged for a request whose client left before its answer (nginx's code)."""
 
@@ -135,12 +137,15 @@ class OpenAIRoute:
         try:
             # refused text must not leave an empty conversation behind
             check_text(ask.text, self.settings.max_text_chars)
-            cid = self.threads.find(owner, ask.history, ask.conversation)
+            # a client's housekeeping is no conversation: it neither starts nor renames one
+            cid = None if ask.chore else self.threads.find(owner, ask.history, ask.conversation)
             turn = TurnRequest(
                 text=ask.text,
                 owner=owner,
                 conversation_id=cid,
-                deep_inline=ask.wait,
+                deep_inline=ask.deep == "inline",
+                follow_job=ask.deep == "follow",
+                housekeeping=ask.chore is not None,
                 decision=ask.decision,
                 history=ask.history,
                 max_tokens=ask.max_tokens,
@@ -149,9 +154,9 @@ class OpenAIRoute:
                 job_key=ask.job_key,
             )
             events = self.pipeline.stream(turn)
-            first = await unless_client_leaves(
-                request, self._until_first(events, to_end=not ask.stream)
-            )
+            # housekeeping is answered whole: its answer is checked before it is sent
+            whole = not ask.stream or ask.chore is not None
+            first = await unless_client_leaves(request, self._until_first(events, to_end=whole))
             if first is None:  # nobody will read the answer: the turn stopped where it was
                 return Response(status_code=CLIENT_LEFT)
             held, result = first
@@ -159,16 +164,22 @@ class OpenAIRoute:
             if decision is None:
                 raise ApiError(500, "the turn ended before it was routed", "server_error")
             if result is not None:
-                self.threads.remember(owner, ask.after(result), cid)
+                if cid is not None:
+                    self.threads.remember(owner, ask.after(result), cid)
                 if result.error and not result.reply:
                     raise result_error(result)
+                if ask.chore is not None:
+                    held = self._chore(ask, result, held)
             headers = {
                 "x-assistant-lane": decision.lane,
                 "x-assistant-reason": header_safe(decision.reason),
-                "x-assistant-conversation": cid,
             }
-            if result is not None and result.job_id:
-                headers["x-assistant-job"] = result.job_id
+            if cid is not None:
+                headers["x-assistant-conversation"] = cid
+            job_id = result.job_id if result is not None else None
+            job_id = job_id or next((e.text for e in held if e.kind == "waiting"), None)
+            if job_id:
+                headers["x-assistant-job"] = job_id
             if not ask.stream:
                 assert result is not None  # not streaming: run to the end first
                 return JSONResponse(self._whole(ask, result, cid), headers=headers)
@@ -198,11 +209,21 @@ class OpenAIRoute:
             held.append(event)
             if event.kind == "done":
                 return held, event.result
-            if not to_end and event.kind in ("content", "reasoning") and event.text:
-                break
+            if not to_end and event.kind in ("content", "reasoning", "waiting") and event.text:
+                break  # a followed job's "waiting": the reply starts while the job queues
         return held, None
 
-    def _whole(self, ask: Completion, result: TurnResult, cid: str) -> dict[str, Any]:
+    @staticmethod
+    def _chore(ask: Completion, result: TurnResult, held: list[TurnEvent]) -> list[TurnEvent]:
+        """A housekeeping answer as its client needs it (JSON with the key its prompt asked
+        for), and the events a stream sends for it: the checked answer in one piece."""
+        assert ask.chore is not None
+        result.reply = housekeeping.answer(ask.chore, result.reply, ask.text)
+        result.reasoning = ""  # nobody reads a title's thinking
+        route = [e for e in held if e.kind == "route"]
+        return [*route, TurnEvent("content", text=result.reply), TurnEvent("done", result=result)]
+
+    def _whole(self, ask: Completion, result: TurnResult, cid: str | None) -> dict[str, Any]:
         message: dict[str, Any] = {"role": "assistant", "content": result.reply}
         if result.reasoning:
             message["reasoning"] = result.reasoning
@@ -220,7 +241,7 @@ class OpenAIRoute:
         self,
         ask: Completion,
         owner: str,
-        cid: str,
+        cid: str | None,
         events: AsyncIterator[TurnEvent],
         held: list[TurnEvent],
     ) -> AsyncIterator[bytes]:
@@ -269,9 +290,17 @@ class OpenAIRoute:
                     if now - sent_at >= STREAM_EVERY_S:
                         sent_at = now
                         yield flush()
+                elif event.kind == "waiting":
+                    # a followed job queued or thinking quietly: a comment keeps the client's
+                    # idle timeout from cutting the stream (SSE readers skip comments)
+                    take()
+                    out.append(KEEPALIVE)
+                    sent_at = time.monotonic()
+                    yield flush()
                 elif event.kind == "done" and event.result is not None:
                     done = event.result
-                    self.threads.remember(owner, ask.after(done), cid)
+                    if cid is not None:
+                        self.threads.remember(owner, ask.after(done), cid)
                     if done.error and not done.reply:
                         # reasoning may have streamed, but no answer came: an error, not a
                         # silent empty success (the SDK raises it as an APIError)

@@ -5,13 +5,12 @@ conversations, admission gates and the event stream (used by `web.openai_route`)
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import hmac
 import json
-from collections import OrderedDict
+import re
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Literal
 from urllib.parse import quote
 
 from starlette.requests import ClientDisconnect, Request
@@ -28,7 +27,7 @@ from assistant.errors import (
 )
 from assistant.records import RouteDecision, TurnResult
 from assistant.settings import Settings
-from assistant.turns.conversations import Conversations
+from assistant.web.housekeeping import Chore, recognise
 from assistant.web.metrics_route import FORWARDED
 from assistant.web.security import LoginThrottle, is_loopback
 
@@ -39,8 +38,6 @@ MAX_BODY_BYTES = 2 * 1024 * 1024
 MAX_MESSAGES = 1000
 RETRY_AFTER_S = 2
 """What a refused client is told to wait before trying again."""
-THREADS_KEPT = 10_000
-"""Conversations remembered by their history, most recent first (memory stays bounded)."""
 STREAM_EVERY_S = 0.05
 """Streamed deltas are sent at most this often (the page's rate); the first one at once."""
 WAIT_HEADER = "x-assistant-wait"
@@ -49,6 +46,11 @@ IDEMPOTENCY_HEADER = "idempotency-key"
 MAX_KEY_CHARS = 200
 EFFORT_LANES = {"none": "chat", "minimal": "chat", "low": "chat", "high": "deep"}
 """`reasoning_effort` picks the lane itself; "medium" (or none given) leaves it to the router."""
+SHOWN_THINKING = re.compile(
+    r"<details\b[^>]*\btype=\"reasoning\"[^>]*>.*?</details>\s*|<think>.*?</think>\s*", re.S
+)
+"""Reasoning a client folded into an earlier answer's text (Open WebUI's `<details>`): not part
+of the answer the conversation stored."""
 STANDARD_FINISH = {"stop": "stop", "length": "length", "delegated": "stop", "tool_calls": "stop"}
 
 
@@ -111,12 +113,17 @@ class Completion:
     stream: bool
     usage: bool
     """Stream a usage chunk at the end (`stream_options.include_usage`)."""
-    wait: bool
+    deep: Literal["follow", "inline", "handoff"]
+    """What a deep decision does: a job whose answer this reply streams (the default), the
+    deep lane in this request (a client that chose the effort itself uses the assistant as
+    its engine), or a job answered with the hand-off (`"wait": false`)."""
     decision: RouteDecision | None
     max_tokens: int | None
     conversation: str | None
     job_key: str | None = None
     """`Idempotency-Key`: a job a deep decision hands off is created once per key."""
+    chore: Chore | None = None
+    """A client's own housekeeping (a title, tags, ...): chat lane, no conversation."""
 
     def after(self, result: TurnResult) -> tuple[tuple[str, str], ...]:
         """The history a client sends next, once it has this turn's reply."""
@@ -182,8 +189,10 @@ def parse(body: Any, headers: dict[str, str], settings: Settings) -> Completion:
         if not isinstance(m, dict) or not isinstance(m.get("role"), str):
             raise ApiError(400, "each message needs a role", "invalid_request_error")
         role = m["role"]
-        if role in ("user", "assistant"):
+        if role == "user":
             messages.append((role, text_of(m.get("content"))))
+        elif role == "assistant":
+            messages.append((role, SHOWN_THINKING.sub("", text_of(m.get("content")))))
         elif role not in ("system", "developer", "tool"):
             raise ApiError(400, f"unknown message role {role!r}", "invalid_request_error")
         # system/developer: the assistant's own system prompt leads instead; tool results
@@ -196,8 +205,11 @@ def parse(body: Any, headers: dict[str, str], settings: Settings) -> Completion:
     text = "\n\n".join(t for _, t in messages[last:]).strip()
     effort = body.get("reasoning_effort")
     lane = EFFORT_LANES.get(str(effort).lower()) if effort else None
+    chore = recognise(text, last > 0, body)
     decision = (
-        RouteDecision(lane=lane, reason=f"explicit: reasoning_effort {effort}", text=text.strip())  # type: ignore[arg-type]
+        RouteDecision(lane="chat", reason=chore.reason, text=text)
+        if chore is not None  # small work whatever effort the client's task model asks for
+        else RouteDecision(lane=lane, reason=f"explicit: reasoning_effort {effort}", text=text)  # type: ignore[arg-type]
         if lane
         else None
     )
@@ -208,7 +220,8 @@ def parse(body: Any, headers: dict[str, str], settings: Settings) -> Completion:
     ):
         raise ApiError(400, "max_tokens must be a positive whole number", "invalid_request_error")
     options = body.get("stream_options") or {}
-    wait = body.get("wait") is True or headers.get(WAIT_HEADER, "").lower() in ("1", "true", "yes")
+    said = body.get("wait", headers.get(WAIT_HEADER))
+    handoff = said is False or str(said).lower() in ("0", "false", "no")
     job_key = headers.get(IDEMPOTENCY_HEADER, "").strip() or None
     if job_key is not None and len(job_key) > MAX_KEY_CHARS:
         raise ApiError(400, f"Idempotency-Key: at most {MAX_KEY_CHARS} characters",
@@ -218,13 +231,14 @@ def parse(body: Any, headers: dict[str, str], settings: Settings) -> Completion:
         history=exchanges(messages[:last]),
         stream=body.get("stream") is True,
         usage=isinstance(options, dict) and options.get("include_usage") is True,
-        # a client that set the effort itself uses the assistant as its engine: it wants
-        # the answer in the reply, not a job id
-        wait=wait or lane == "deep",
+        # a client that set the effort itself uses the assistant as its engine: it wants the
+        # answer in the reply from the request it can cancel, not a job that outlives it
+        deep="inline" if lane == "deep" and chore is None else "handoff" if handoff else "follow",
         decision=decision,
         max_tokens=budget,
         conversation=headers.get(CONVERSATION_HEADER) or None,
         job_key=job_key,
+        chore=chore,
     )
 
 
@@ -287,57 +301,6 @@ class Gate:
         raise ApiError(401, "wrong user or password", "invalid_request_error", "invalid_api_key")
 
 
-# --- which conversation ------------------------------------------------------------------
-
-
-def thread_key(owner: str, history: tuple[tuple[str, str], ...]) -> str:
-    return hashlib.sha256(json.dumps([owner, history]).encode()).hexdigest()
-
-
-@dataclass
-class Threads:
-    """The login's conversation a request continues, found by the history it sends.
-
-    OpenAI clients send the whole conversation each time and no id. After a turn, the
-    conversation is remembered under its history so far; the next request that sends that
-    history (plus its new message) continues it. Not remembered (after a restart): the
-    login's recent conversations whose stored turns are that history."""
-
-    conversations: Conversations
-    kept: OrderedDict[str, str] = field(default_factory=OrderedDict)
-
-    def find(self, owner: str, history: tuple[tuple[str, str], ...], asked: str | None) -> str:
-        if asked:
-            if not self.conversations.owned_by(asked, owner):
-                raise ApiError(404, f"no conversation {asked}", "invalid_request_error",
-                               "conversation_not_found")  # fmt: skip
-            return asked
-        if history:
-            cid = self.kept.get(thread_key(owner, history))
-            if cid is not None and self.conversations.owned_by(cid, owner):
-                return cid
-            cid = self._stored(owner, history)
-            if cid is not None:
-                return cid
-        return self.conversations.start(owner)
-
-    def _stored(self, owner: str, history: tuple[tuple[str, str], ...]) -> str | None:
-        for info in self.conversations.listed(owner)[:20]:
-            if info.turns != len(history):
-                continue
-            turns = self.conversations.turns(info.id, owner) or []
-            if tuple((t.user_text.strip(), t.result.reply.strip()) for t in turns) == history:
-                return info.id
-        return None
-
-    def remember(self, owner: str, history: tuple[tuple[str, str], ...], cid: str) -> None:
-        key = thread_key(owner, history)
-        self.kept[key] = cid
-        self.kept.move_to_end(key)
-        while len(self.kept) > THREADS_KEPT:
-            self.kept.popitem(last=False)
-
-
 # --- the responses -----------------------------------------------------------------------
 
 
@@ -346,7 +309,7 @@ def header_safe(text: str) -> str:
     return quote(text, safe=" !#$&'()*+,-./:;<=>?@[]^_`{|}~") if text else ""
 
 
-def extra_of(result: TurnResult, cid: str) -> dict[str, Any]:
+def extra_of(result: TurnResult, cid: str | None) -> dict[str, Any]:
     """The `assistant` field: what the turn did, beyond the OpenAI shape."""
     return {
         "lane": result.lane,
