@@ -1,0 +1,254 @@
+"""What the conversation says about its last message, read by rules (issue 30).
+
+A message alone can be misread: "ok do it" is small talk unless the assistant had just offered
+to draft a plan; "now the same for Berlin" is research after a research request and chat after
+a weather question; "how's it coming along?" is about the running job, not a new task. The
+router reads the last few turns through the rules here, in microseconds and without an engine
+call, and asks its classifier only about the text a rule points at (the offered task, the
+earlier request), so each decision still says what decided it.
+
+The rules, first match wins:
+- an acceptance ("yes please", "ok do it", "go ahead") of the assistant's last offer: the
+  offered task is what is routed, and it is the job's text;
+- a refusal of the offer ("no thanks", "not now"): chat;
+- a question about the job of this conversation that is running or just finished ("is it
+  done?"): chat;
+- a follow-up that only makes sense with the earlier request ("now do the same for Berlin",
+  "make it shorter and add a worksheet"): the earlier request's lane, with both as the task.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Literal
+
+from assistant.records import Lane
+from assistant.routing.spoken import strip_fillers
+
+JobState = Literal["running", "done"]
+TURNS_READ = 6
+"""Messages read before the last one: the earlier request, the offer, and a little more."""
+
+
+@dataclass(frozen=True)
+class Conversation:
+    """What the router reads besides the last message: the turns before it, oldest first."""
+
+    turns: tuple[tuple[str, str], ...] = ()
+    """(role, text) per message before the last one; role "user" or "assistant"."""
+    offer: str | None = None
+    """The task the assistant's last reply offered to take on, when the app recorded it; None:
+    found in the last reply's text (a client's history carries no record)."""
+    job: JobState | None = None
+    """A job of this conversation is running (or queued), or has just finished."""
+    last_lane: Lane | None = None
+    """The lane the earlier request went to, when known (stored turns); else it is routed again."""
+    last_task: str = ""
+    """That request's task as it was routed (an accepted offer's task, not "yes please")."""
+
+    @classmethod
+    def of_exchanges(cls, pairs: Sequence[tuple[str, str]], **known: object) -> Conversation:
+        """From (request, reply) pairs, as stored and as an OpenAI client sends them."""
+        turns: list[tuple[str, str]] = []
+        for asked, replied in list(pairs)[-(TURNS_READ // 2) :]:
+            turns += [("user", asked), ("assistant", replied)]
+        return cls(turns=tuple(turns), **known)  # type: ignore[arg-type]
+
+    @classmethod
+    def of_messages(cls, messages: Sequence[dict]) -> Conversation:
+        """From OpenAI-style messages ({"role", "content"}) before the last user message."""
+        turns = tuple(
+            (str(m.get("role")), str(m.get("content") or ""))
+            for m in messages
+            if m.get("role") in ("user", "assistant")
+        )
+        return cls(turns=turns[-TURNS_READ:])
+
+    def last(self, role: str) -> str:
+        return next((t for r, t in reversed(self.turns) if r == role), "")
+
+    def before_last_request(self) -> Conversation:
+        """The conversation as it stood when the earlier request was made."""
+        i = max((n for n, (r, _) in enumerate(self.turns) if r == "user"), default=0)
+        return Conversation(turns=self.turns[:i])
+
+    def standing_offer(self) -> str | None:
+        """The task the assistant's last message offered, recorded or found in its text."""
+        if not self.turns or self.turns[-1][0] != "assistant":
+            return None
+        return self.offer if self.offer is not None else find_offer(self.turns[-1][1])
+
+
+@dataclass(frozen=True)
+class Reading:
+    """What a rule made of the last message."""
+
+    reason: str
+    """What decided it, for a person: "accepts the offer to draft the plan"."""
+    lane: Lane | None = None
+    """The lane, when the rule decides it alone; None: the classifier on `ask`."""
+    ask: str = ""
+    """The text the classifier reads instead of the message (the offered task, the request)."""
+    task: str = ""
+    """What a deep job is asked to do."""
+    inherit: bool = False
+    """The lane is the earlier request's (routed again when not known)."""
+
+
+# --- offers --------------------------------------------------------------------------------
+
+_S = r"[^.?!\n]"  # within one sentence
+_OFFERS = tuple(
+    re.compile(p, re.IGNORECASE)
+    for p in (
+        # "I can draft the whole plan with timelines, shall I?" / "... - want me to?"
+        rf"\bI\s+(?:can|could)\s+(?:also\s+)?({_S}{{6,}}?)\s*(?:for\s+you\s*)?[,;:\u2014-]+\s*"
+        r"(?:shall|should)\s+I(?:\s+go\s+ahead)?\s*\?",
+        rf"\bI\s+(?:can|could)\s+(?:also\s+)?({_S}{{6,}}?)\s*(?:for\s+you\s*)?[,;:.\u2014-]+\s*"
+        r"(?:do\s+you\s+)?(?:want|would\s+you\s+like)\s+(?:me\s+to|that|it)\s*\?",
+        # "Shall I put together a full plan?" / "Want me to write it up?"
+        rf"\b(?:shall|should)\s+I\s+(?:go\s+ahead\s+and\s+)?({_S}{{6,}}?)\s*\?",
+        rf"\b(?:want|would\s+you\s+like|do\s+you\s+want|should\s+I|how\s+about\s+I)\s+"
+        rf"(?:me\s+to\s+)?(?:go\s+ahead\s+and\s+)?({_S}{{6,}}?)\s*\?",
+        # "Let me know if you'd like me to write the full report."
+        rf"\blet\s+me\s+know\s+if\s+you(?:'d|\s+would)?\s+(?:like|want)\s+me\s+to\s+({_S}{{6,}}?)"
+        r"\s*[.!?]",
+        # "If you like, I can write the whole migration script."
+        rf"\bif\s+you(?:'d|\s+would)?\s+(?:like|want)(?:\s+(?:that|it))?,?\s+I\s+(?:can|could)"
+        rf"\s+(?:also\s+)?({_S}{{6,}}?)\s*[.!?]",
+        rf"\bI\s+(?:can|could)\s+(?:also\s+)?({_S}{{6,}}?)\s+(?:for\s+you\s+)?if\s+you(?:'d|\s+"
+        r"would)?\s+(?:like|want)(?:\s+(?:that|it|me\s+to))?\s*[.!?]",
+        rf"\bI(?:'d|\s+would)\s+be\s+happy\s+to\s+({_S}{{6,}}?)\s*[.!?]",
+    )
+)
+_TAIL = 280
+"""Characters of a reply's end that are searched: an offer closes a reply."""
+_TRIM = re.compile(r"^(?:me\s+to\s+|go\s+ahead\s+and\s+)+|\s+(?:for\s+you|now|then)$", re.I)
+
+
+def find_offer(reply: str) -> str | None:
+    """The task an assistant's reply offers to take on ("draft the whole migration plan with
+    timelines"), or None. The chat prompt asks the model to end an offer as "Shall I <task>?",
+    which the first patterns read; the others catch the ways models phrase it anyway."""
+    tail = (reply or "").strip()[-_TAIL:]
+    for pattern in _OFFERS:
+        found = [m for m in pattern.finditer(tail)]
+        if found:
+            task = _TRIM.sub("", found[-1].group(1).strip(" ,")).strip(" ,")
+            if len(task.split()) >= 2:
+                return task
+    return None
+
+
+# --- the last message's shape -------------------------------------------------------------
+
+_YES = (
+    r"yes|yeah|yep|yup|ya|sure|ok|okay|k|alright|all\s+right|right|absolutely|definitely"
+    r"|of\s+course|please|pls|great|perfect|cool|fine|good|nice|lovely|brilliant|awesome"
+    r"|why\s+not|sure\s+thing|by\s+all\s+means|sounds?\s+(?:good|great|"
+    r"perfect|like\s+a\s+plan)|that(?:'d|\s+would)\s+(?:be\s+)?(?:great|good|nice|helpful|"
+    r"perfect|lovely|brilliant|amazing|useful|help)|i(?:'d|\s+would)\s+(?:like|love)\s+that"
+    r"|go(?:\s+(?:ahead|for\s+it|on))?|please\s+do|do\s+(?:it|that|so|this)|let'?s\s+(?:do\s+"
+    r"(?:it|that|this)|go|have\s+it)|start(?:\s+(?:it|on\s+it|that))?|proceed|make\s+it\s+so"
+    r"|get\s+(?:started|going|on\s+it)|kick\s+it\s+off|yes\s+please"
+    r"|(?:draft|write|make|build|prepare|run|create|put\s+together|send|start|do)"
+    r"\s+(?:it|that|them|one|this)(?:\s+up)?|i'?m\s+in|deal"
+)
+_NO = (
+    r"no|nope|nah|not\s+(?:now|yet|today|right\s+now)|no\s+(?:thanks|thank\s+you|need)"
+    r"|maybe\s+later|later|don'?t(?:\s+bother)?|never\s*mind|skip\s+it|that'?s\s+(?:ok|okay|"
+    r"fine|all)|i'?m\s+good|all\s+good|not\s+needed|pass"
+)
+_POLITE = r"please|pls|thanks|thank\s+you|then|now|mate|for\s+me|so|just|and"
+"""Words that may go with a yes but are none: "thanks" alone after an offer accepts nothing."""
+_ANY_OF = r"^(?:(?:{})(?![\w'])[\s,.!;:-]*)+"
+_ACCEPTS = re.compile(_ANY_OF.format(_YES + "|" + _POLITE), re.IGNORECASE)
+_ONLY_POLITE = re.compile(_ANY_OF.format(_POLITE) + "$", re.IGNORECASE)
+_HANDED_OFF = re.compile(r"\bhanded\s+(?:it\s+)?off\b|\bas\s+job\s+\w+|\bdeep\s+lane\b", re.I)
+_REFUSES = re.compile(_ANY_OF.format(_NO) + "$", re.IGNORECASE)
+_ADDS = re.compile(
+    r"^(?:and|but|also|with|just|plus|make|include|add|keep|focus|use|cover|only)\b", re.I
+)
+_STATUS = re.compile(
+    r"\b(?:how(?:'s|\s+is|\s+are)\s+(?:it|that|things|the\s+\w+|my\s+\w+|you)\s+(?:going|coming"
+    r"(?:\s+along)?|looking|doing|getting\s+on)|(?:is|are)\s+(?:it|that|you|the\s+\w+|my\s+\w+)"
+    r"\s+(?:done|ready|finished|complete|there)|any\s+(?:progress|news|update)|how\s+(?:long|"
+    r"far|much\s+longer)|when\s+will\s+(?:it|that|the\s+\w+)\s+be|status|eta|still\s+(?:working"
+    r"|running|going|thinking)|what'?s\s+(?:the\s+)?(?:holdup|hold-up|progress)"
+    r"|(?:done|finished|ready)\s+yet|where\s+are\s+we\s+(?:at|with))\b",
+    re.IGNORECASE,
+)
+_SAME = re.compile(
+    r"^(?:(?:and|now|ok(?:ay)?|so|great|thanks|cool|nice|then|also|right)[\s,.!]+)*"
+    r"(?:(?:can\s+you\s+|could\s+you\s+|please\s+)?(?:do|make|write|run|repeat|redo|try|give\s+me)"
+    r"\s+(?:the\s+same(?:\s+thing)?|that|it|this|one|the\s+same\s+analysis)"
+    r"(?:\s+(?:again|too|as\s+well))?\s+(?:for|with|about|on|in|but\s+for)\s+(?P<a>.+)"
+    r"|(?:the\s+)?same(?:\s+thing)?\s+(?:for|with|about|but\s+for|in)\s+(?P<b>.+)"
+    r"|(?:what|how)\s+about\s+(?P<c>.+)|(?:and\s+)?(?:for|in)\s+(?P<d>.+?)\s+(?:too|instead"
+    r"|as\s+well)|(?:and|now)\s+(?:for|in)\s+(?P<e>.+))$",
+    re.IGNORECASE,
+)
+_REFINES = re.compile(
+    r"^(?:(?:and|now|ok(?:ay)?|great|thanks|cool|nice|also|but|please|can\s+you|could\s+you)"
+    r"[\s,.!]+)*(?:make\s+(?:it|that|them|the\s+\w+)|add|include|remove|drop|cut|shorten"
+    r"|expand|lengthen|rewrite|rephrase|change|turn\s+(?:it|that)\s+into|redo|revise|split"
+    r"|translate\s+(?:it|that)|convert\s+(?:it|that)|put\s+(?:it|that)|swap|replace|simplify"
+    r"|tighten|extend|shorter|longer|less|more\s+(?:detail|examples)|instead)\b",
+    re.IGNORECASE,
+)
+
+
+def _plain(text: str) -> str:
+    return re.sub(r"\s+", " ", strip_fillers(text or "")).strip()
+
+
+def _short(task: str, words: int = 8) -> str:
+    """A task as a reason shows it: its first few words."""
+    cut = task.split()
+    return " ".join(cut[:words]) + (" ..." if len(cut) > words else "")
+
+
+def read(text: str, conversation: Conversation | None) -> Reading | None:
+    """The rule the conversation makes apply to `text`, or None: the message alone decides."""
+    if conversation is None or not conversation.turns:
+        return None
+    said = _plain(text)
+    offer = conversation.standing_offer()
+    if offer:
+        accepted = _ACCEPTS.match(said)
+        rest = said[accepted.end() :].strip() if accepted else said
+        yes = accepted is not None and not _ONLY_POLITE.match(accepted.group(0))
+        if yes and (not rest or _ADDS.match(rest)):
+            task = offer[0].upper() + offer[1:] + (f" ({rest})" if rest else "")
+            asked = conversation.last("user")
+            full = f"{task}.\n\nWhat the person had asked: {asked}" if asked else task
+            return Reading(f"accepts the offer to {_short(offer)}", ask=offer, task=full)
+        if _REFUSES.match(said):
+            return Reading("declines the offer", lane="chat", task=said)
+    if _STATUS.search(said) and len(said.split()) <= 12:
+        handed = _HANDED_OFF.search(conversation.last("assistant")[-_TAIL:])
+        if conversation.job is not None or conversation.last_lane == "deep" or handed:
+            what = "the running job" if conversation.job == "running" else "the delegated job"
+            return Reading(f"asks about {what}", lane="chat", task=said)
+    earlier = conversation.last("user")
+    if not earlier or len(said.split()) > 25:
+        return None
+    same = _SAME.match(said.rstrip("?.! "))
+    if same or _REFINES.match(said):
+        what = "refines the earlier request"
+        if same:
+            place = _short(next(g for g in same.groups() if g), 4)
+            what = f"asks the same for {place} as the earlier request"
+        return Reading(what, inherit=True, ask=earlier, task=said)
+    return None
+
+
+def follow_up_task(earlier_task: str, text: str) -> str:
+    """A follow-up's job text: self-contained, the earlier request first."""
+    return f"{earlier_task.strip()}\n\nNow, as a follow-up to that: {text.strip()}"
+
+
+def with_known(conversation: Conversation, **known: object) -> Conversation:
+    return replace(conversation, **known)  # type: ignore[arg-type]
