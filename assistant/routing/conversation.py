@@ -161,16 +161,19 @@ _NO = (
     r"|maybe\s+later|later|don'?t(?:\s+bother)?|never\s*mind|skip\s+it|that'?s\s+(?:ok|okay|"
     r"fine|all)|i'?m\s+good|all\s+good|not\s+needed|pass"
 )
-_POLITE = r"please|pls|thanks|thank\s+you|then|now|mate|for\s+me|so|just|and"
+_POLITE = r"thanks|thank\s+you|then|now|mate|for\s+me|so|just|and"
 """Words that may go with a yes but are none: "thanks" alone after an offer accepts nothing."""
 _ANY_OF = r"^(?:(?:{})(?![\w'])[\s,.!;:-]*)+"
-_ACCEPTS = re.compile(_ANY_OF.format(_YES + "|" + _POLITE), re.IGNORECASE)
+_ADD_WORDS = r"and|but|also|with|just|plus|make|include|add|keep|focus|use|cover|only"
+# the whole message a yes, or a yes and then what to add ("yes, and include the costs")
+_ACCEPTS = re.compile(
+    "(?P<yes>" + _ANY_OF.format(_YES + "|" + _POLITE)[1:] + ")"
+    r"(?P<rest>(?:(?:" + _ADD_WORDS + r")(?![\w']).*)?)$",
+    re.IGNORECASE,
+)
 _ONLY_POLITE = re.compile(_ANY_OF.format(_POLITE) + "$", re.IGNORECASE)
 _HANDED_OFF = re.compile(r"\bhanded\s+(?:it\s+)?off\b|\bas\s+job\s+\w+|\bdeep\s+lane\b", re.I)
 _REFUSES = re.compile(_ANY_OF.format(_NO) + "$", re.IGNORECASE)
-_ADDS = re.compile(
-    r"^(?:and|but|also|with|just|plus|make|include|add|keep|focus|use|cover|only)\b", re.I
-)
 _STATUS = re.compile(
     r"\b(?:how(?:'s|\s+is|\s+are)\s+(?:it|that|things|the\s+\w+|my\s+\w+|you)\s+(?:going|coming"
     r"(?:\s+along)?|looking|doing|getting\s+on)|(?:is|are)\s+(?:it|that|you|the\s+\w+|my\s+\w+)"
@@ -195,13 +198,23 @@ _REFINES = re.compile(
     r"[\s,.!]+)*(?:make\s+(?:it|that|them|the\s+\w+)|add|include|remove|drop|cut|shorten"
     r"|expand|lengthen|rewrite|rephrase|change|turn\s+(?:it|that)\s+into|redo|revise|split"
     r"|translate\s+(?:it|that)|convert\s+(?:it|that)|put\s+(?:it|that)|swap|replace|simplify"
-    r"|tighten|extend|shorter|longer|less|more\s+(?:detail|examples)|instead)\b",
+    r"|tighten|extend|shorter|longer|less|more\s+(?:detail|examples))\b",
+    re.IGNORECASE,
+)
+
+
+# Hesitations as people say them, dropped before the rules read a message (the normaliser
+# keeps some of them on purpose, and reads "yes" as an opener). Only the rules see this text.
+_HESITATION = re.compile(
+    r"(?<![\w'])(?:er|ah|eh|erm|hm+|you\s+know|i\s+mean|sort\s+of|kind\s+of|i\s+guess"
+    r"|(?<!would\s)(?<!'d\s)(?<!\bi\s)like|(?<!do\s)so)(?![\w'])[,.]?",
     re.IGNORECASE,
 )
 
 
 def _plain(text: str) -> str:
-    return re.sub(r"\s+", " ", strip_fillers(text or "")).strip()
+    """The message as the rules read it: no hesitations, one space between words."""
+    return re.sub(r"\s+", " ", _HESITATION.sub(" ", strip_fillers(text or ""))).strip()
 
 
 def _short(task: str, words: int = 8) -> str:
@@ -218,9 +231,8 @@ def read(text: str, conversation: Conversation | None) -> Reading | None:
     offer = conversation.standing_offer()
     if offer:
         accepted = _ACCEPTS.match(said)
-        rest = said[accepted.end() :].strip() if accepted else said
-        yes = accepted is not None and not _ONLY_POLITE.match(accepted.group(0))
-        if yes and (not rest or _ADDS.match(rest)):
+        if accepted and not _ONLY_POLITE.match(accepted["yes"]):
+            rest = re.sub(r"^(?:and|but|also|plus|just)\s+", "", accepted["rest"].strip())
             task = offer[0].upper() + offer[1:] + (f" ({rest})" if rest else "")
             asked = conversation.last("user")
             full = f"{task}.\n\nWhat the person had asked: {asked}" if asked else task
