@@ -1,0 +1,677 @@
+"""Writes assistant/routing/conversation_dev.jsonl: the multi-turn routing dev set (issue 30).
+
+    .venv/bin/python scripts/make_conversation_dev.py assistant/routing/conversation_dev.jsonl
+
+The rules it follows are stated in tests/test_routing_conversation.py and the README.
+"""
+
+# ruff: noqa: E501 (the cases are data: one per line reads best)
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+
+HANDOFF = "Handed off to the deep lane as job {j}; I'll tell you when it's done."
+rows = []
+
+
+def add(
+    rule: str, lane: str, turns: list, text: str, job: str | None = None, spoken: bool = False
+) -> None:
+    if spoken:
+        turns = [[r, _said(t) if r == "user" else t] for r, t in turns]
+        text = _said(text)
+    rows.append(
+        {
+            "rule": rule,
+            "style": "spoken" if spoken else "typed",
+            "turns": turns,
+            "job": job,
+            "text": text,
+            "lane": lane,
+        }
+    )
+
+
+FILL = ["um", "uh", "er", "so", "like", "you know"]
+
+
+def _said(t: str) -> str:
+    t = re.sub(r"[^\w\s'-]", "", t.lower())
+    w = t.split()
+    f = FILL[len(rows) % len(FILL)]
+    return " ".join([f, *w]) if len(w) < 6 else " ".join([*w[:3], f, *w[3:]])
+
+
+# A: a big task offered, then accepted -> deep. (earlier request, assistant reply with offer, acceptance)
+A = [
+    (
+        "we're moving from mysql to postgres next quarter, any quick tips?",
+        "Test with pgloader on a copy first and watch collations. I can draft the whole migration plan with timelines, shall I?",
+        "ok do it",
+    ),
+    (
+        "my landlord won't return my deposit, what can I do?",
+        "Usually you send a formal demand letter first. Want me to write a complete demand letter citing the relevant tenancy rules?",
+        "yes please",
+    ),
+    (
+        "what's a good way to learn spanish in six months?",
+        "Daily practice with spaced repetition and a tutor twice a week works well. Shall I put together a week-by-week study plan for the six months?",
+        "sure, please",
+    ),
+    (
+        "our api gets slow under load, any idea why?",
+        "Often it's the database pool or N+1 queries. If you like, I can go through a full performance review plan covering profiling, indexes and caching.",
+        "go ahead",
+    ),
+    (
+        "I need to pitch our startup to investors next week",
+        "Keep it to ten slides: problem, solution, market, traction, team, ask. Would you like me to write the full pitch deck script, slide by slide?",
+        "that would be great",
+    ),
+    (
+        "how does the crank-nicolson method work?",
+        "It averages the explicit and implicit steps, so it is second order in time. I could derive the scheme and write a Python solver for the heat equation with a stability analysis, want me to?",
+        "yes",
+    ),
+    (
+        "we keep getting merge conflicts in our monorepo",
+        "Smaller PRs and code owners help. Let me know if you'd like me to design a branching strategy and CI workflow for the monorepo.",
+        "please do",
+    ),
+    (
+        "which vector database should we use?",
+        "It depends on scale and filtering needs. Shall I compare Qdrant, Weaviate, Milvus and pgvector on latency, cost and operations in a detailed report?",
+        "yeah go for it",
+    ),
+    (
+        "our onboarding docs are a mess",
+        "A single getting-started path and a glossary would help most. I can rewrite the whole onboarding guide with a checklist for the first week, shall I?",
+        "sounds good",
+    ),
+    (
+        "any thoughts on our churn going up?",
+        "Look at cohorts by signup month first. Do you want me to build a churn analysis plan with cohort queries and the metrics to track?",
+        "yes do it",
+    ),
+    (
+        "how should I structure my thesis?",
+        "Introduction, background, method, results, discussion. Shall I draft a detailed chapter-by-chapter outline with what each section must argue?",
+        "ok",
+    ),
+    (
+        "is my retirement savings on track at 40?",
+        "A rough rule is three times your salary by 40. I can build a full retirement projection with three scenarios and the assumptions spelled out, want me to?",
+        "sure",
+    ),
+    (
+        "the kubernetes cluster keeps evicting pods",
+        "That is usually memory pressure. Would you like me to write a step-by-step troubleshooting runbook for pod evictions with the commands to run?",
+        "yes please, go ahead",
+    ),
+    (
+        "I want to start a vegetable garden",
+        "Start small with raised beds and easy crops. Shall I plan the whole garden for the year, with a planting calendar and a bed layout?",
+        "let's do it",
+    ),
+    (
+        "how do I prepare for a system design interview?",
+        "Practice a few classic designs end to end. I could write a full four-week preparation plan with practice problems and model answers, shall I?",
+        "absolutely",
+    ),
+    (
+        "our team argues about code review standards",
+        "A short written guideline settles most of it. Want me to draft a complete code review guideline with examples of good and bad comments?",
+        "ok go ahead",
+    ),
+    (
+        "should we rewrite our jquery frontend in react?",
+        "Usually an incremental migration is safer. I can write a detailed migration proposal with phases, risks and effort estimates, want me to?",
+        "yes that would help",
+    ),
+    (
+        "what's the best way to benchmark our new sorting library?",
+        "Use realistic inputs and several sizes. Shall I design a full benchmark suite with datasets, methodology and a script that plots the results?",
+        "please",
+    ),
+    (
+        "I have to write a grant application for our lab",
+        "Funders want a clear aim and feasibility. If you want, I can draft the full specific aims page and the research strategy section.",
+        "yes go on",
+    ),
+    (
+        "we got a security audit finding about session handling",
+        "Rotating session ids at login usually fixes that class. Do you want me to review the whole session handling design and write a remediation plan?",
+        "sure, do it",
+    ),
+    (
+        "how do I price my freelance design work?",
+        "Start from your target yearly income and billable hours. I can put together a complete pricing model with packages and a rate card, shall I?",
+        "yep",
+    ),
+    (
+        "our sql reports take forever to run",
+        "Indexes on the join keys are the first thing to check. Would you like me to analyze the slow queries and rewrite them with an indexing plan?",
+        "yes, please do that",
+    ),
+    (
+        "I'm planning a two week trip to japan in april",
+        "April is cherry blossom season, so book early. Shall I plan the full itinerary day by day with trains, hotels and budgets?",
+        "go for it",
+    ),
+    (
+        "we need better alerting for our services",
+        "Alert on symptoms, not causes. I could design a complete alerting strategy with SLOs, thresholds and runbooks for each service, want me to?",
+        "do it",
+    ),
+    (
+        "our python test suite takes 40 minutes",
+        "Parallelising and fixing slow fixtures usually halves it. Want me to work out a full plan to speed up the suite, with profiling steps and the changes ranked by gain?",
+        "yes please do",
+    ),
+    (
+        "what should go into our incident postmortem?",
+        "Timeline, impact, causes, and actions with owners. Shall I write a full postmortem template with a filled-in example?",
+        "okay sure",
+    ),
+    (
+        "how can we cut our cloud bill?",
+        "Rightsizing and reserved capacity are the quick wins. I can do a complete cost reduction analysis with estimated savings per measure, shall I?",
+        "that'd be great thanks",
+    ),
+    (
+        "can you explain how raft consensus works?",
+        "A leader is elected by majority and replicates a log. If you'd like, I can write a full implementation of raft in go with tests for leader election and log replication.",
+        "yes",
+    ),
+    (
+        "our customer support emails are inconsistent",
+        "Templates and a tone guide help. Do you want me to write a complete set of support email templates for the twenty most common cases?",
+        "yes please",
+    ),
+    (
+        "I'm thinking of switching careers into data science",
+        "It helps to build a portfolio of three solid projects. Shall I make a full twelve-month learning roadmap with courses, projects and milestones?",
+        "sure go ahead",
+    ),
+]
+for i, (ask, offer, yes) in enumerate(A):
+    add(
+        "A offer of big work, accepted",
+        "deep",
+        [["user", ask], ["assistant", offer]],
+        yes,
+        spoken=i % 3 == 2,
+    )
+
+# B: accepted with an addition
+B = [
+    (
+        "we need a data retention policy",
+        "Keep only what you need and document why. Shall I draft the complete data retention policy for all our systems?",
+        "yes and include the GDPR articles",
+    ),
+    (
+        "our release process is manual",
+        "Automating the changelog and tagging is a start. I can design the full release pipeline with staging and rollbacks, want me to?",
+        "sure, but keep it to github actions",
+    ),
+    (
+        "I need to write a novel outline",
+        "Start with the ending and the main conflict. Shall I write a detailed outline of all the chapters with character arcs?",
+        "yes please, and make it a thriller",
+    ),
+    (
+        "how do we handle schema migrations safely?",
+        "Expand and contract in separate deploys. I could write a complete migration playbook with examples for each kind of change, shall I?",
+        "ok do it, focus on postgres",
+    ),
+    (
+        "our website is not accessible",
+        "Contrast, labels and keyboard navigation are the usual gaps. Want me to do a full accessibility audit plan against WCAG 2.2 with fixes for each item?",
+        "go ahead and add a priority for each fix",
+    ),
+    (
+        "I want to automate my home lighting",
+        "Home Assistant with zigbee bulbs works well. Shall I design the whole setup with the hardware list, automations and the yaml config?",
+        "yes, just use ikea bulbs",
+    ),
+]
+for i, (ask, offer, yes) in enumerate(B):
+    add(
+        "B offer accepted with an addition",
+        "deep",
+        [["user", ask], ["assistant", offer]],
+        yes,
+        spoken=i % 3 == 2,
+    )
+
+# C: a small thing offered and accepted -> chat
+C = [
+    (
+        "what's 30 degrees celsius in fahrenheit?",
+        "It's 86 degrees Fahrenheit. Want me to convert it to kelvin too?",
+        "yes please",
+    ),
+    ("what's the capital of australia?", "Canberra. Shall I tell you its population?", "sure"),
+    (
+        "what is the finnish word for thanks?",
+        "Kiitos. Would you like me to spell out how to pronounce it?",
+        "ok",
+    ),
+    (
+        "if it is noon in lisbon, what hour is it in chicago?",
+        "It is 6 in the morning in Chicago. Want me to give you the time in tokyo as well?",
+        "yeah",
+    ),
+    (
+        "remind me what a haiku is",
+        "A three-line poem of 5, 7 and 5 syllables. Shall I give you an example?",
+        "go ahead",
+    ),
+    (
+        "how many grams make up one ounce?",
+        "About 28 grams. Want me to convert 3 ounces for you?",
+        "yes",
+    ),
+    (
+        "what's a synonym for happy?",
+        "Cheerful, content, glad. Would you like me to give a few more?",
+        "please do",
+    ),
+    (
+        "when is the next full moon?",
+        "On the 15th of this month. Shall I tell you the one after that too?",
+        "sure go ahead",
+    ),
+]
+for i, (ask, offer, yes) in enumerate(C):
+    add(
+        "C small thing offered, accepted",
+        "chat",
+        [["user", ask], ["assistant", offer]],
+        yes,
+        spoken=i % 3 == 2,
+    )
+
+# D: offer declined
+D = [
+    (
+        "our api gets slow in the evenings",
+        "Probably a batch job competing for the database. Shall I write a full capacity plan for the evening peak?",
+        "no thanks",
+    ),
+    (
+        "I'm thinking about learning rust",
+        "The Rust book is the best start. I can put together a complete three-month curriculum with projects, shall I?",
+        "not now",
+    ),
+    (
+        "we should document our architecture",
+        "A C4 diagram and a page per service is enough. Want me to write the full architecture document?",
+        "maybe later",
+    ),
+    (
+        "my cv feels dated",
+        "Lead with results and trim old roles. Would you like me to rewrite the whole cv with a modern layout?",
+        "nah I'm good",
+    ),
+    (
+        "our tests are flaky",
+        "Quarantine the worst offenders first. Shall I build a complete flaky test investigation plan?",
+        "no",
+    ),
+    (
+        "I want to get fitter this year",
+        "Three short strength sessions a week work for most people. I can design a full twelve-week training program, want me to?",
+        "no need thanks",
+    ),
+    (
+        "we're considering a four day week",
+        "Trials usually run six months with clear metrics. Shall I write a detailed proposal with the metrics and a rollout plan?",
+        "not yet",
+    ),
+    (
+        "the office wifi is unreliable",
+        "Check channel overlap first. Want me to design a full network upgrade plan with access point placement?",
+        "don't bother",
+    ),
+]
+for i, (ask, offer, no) in enumerate(D):
+    add("D offer declined", "chat", [["user", ask], ["assistant", offer]], no, spoken=i % 3 == 2)
+
+# E: a clarifying question (no offer), answered yes/no -> chat
+E = [
+    (
+        "book me a table for two tonight",
+        "I can't make bookings, but do you mean the Italian place you mentioned before?",
+        "yes",
+    ),
+    ("what's the weather like in paris?", "Do you mean Paris, France?", "yes"),
+    ("is it going to rain tomorrow?", "In your current city?", "yeah"),
+    ("how long do I boil an egg?", "Do you want it soft boiled?", "no"),
+    ("what's the time difference with sydney?", "From London?", "yep"),
+    (
+        "play something relaxing",
+        "I can't play music, sorry. Is there anything else?",
+        "no that's all",
+    ),
+]
+for i, (ask, q, a) in enumerate(E):
+    add(
+        "E clarifying question answered",
+        "chat",
+        [["user", ask], ["assistant", q]],
+        a,
+        spoken=i % 3 == 2,
+    )
+
+# F: "the same for X" after a deep request (-> deep) and after a chat request (-> chat)
+FD = [
+    (
+        "research the rental market in munich for a two-bedroom flat: compare districts, prices and commute times",
+        "now do the same for berlin",
+    ),
+    (
+        "write a detailed competitive analysis of notion versus confluence for a 200-person company",
+        "same for coda",
+    ),
+    (
+        "analyze our q3 sales data by region and write a report with recommendations",
+        "now do it for q4",
+    ),
+    (
+        "write a full test plan for the checkout service, covering unit, integration and load tests",
+        "do the same for the payments service",
+    ),
+    (
+        "compare the tax implications of an llc and an s corp for a consultant earning 150k, in depth",
+        "what about a c corp?",
+    ),
+    (
+        "write a python script that scrapes product prices from three shops, with retries and tests",
+        "same thing but for the go version",
+    ),
+    (
+        "draft a 2000-word essay on the causes of the french revolution with sources",
+        "now the same for the russian revolution",
+    ),
+    (
+        "plan a complete data migration from oracle to postgres for our billing system",
+        "and for the reporting system too",
+    ),
+    (
+        "do a thorough security review of our login flow and list every weakness with fixes",
+        "do the same for the password reset flow",
+    ),
+    (
+        "design the database schema for a multi-tenant invoicing app with audit history",
+        "now do it for the subscriptions module",
+    ),
+]
+FC = [
+    ("what's the weather in munich today?", "Sunny and 22 degrees.", "now do the same for berlin"),
+    ("what's the population of canada?", "About 40 million.", "what about mexico?"),
+    ("how do you say hello in french?", "Bonjour.", "same for italian"),
+    ("what time is it in tokyo?", "It's 9 pm in Tokyo.", "and in sydney?"),
+    ("convert 5 miles to kilometers", "That's about 8 kilometers.", "now do it for 10 miles"),
+    ("who wrote pride and prejudice?", "Jane Austen.", "what about jane eyre?"),
+    ("how tall is the eiffel tower?", "About 330 metres.", "same for big ben"),
+    (
+        "what's the exchange rate from euro to dollar?",
+        "About 1.08 dollars per euro.",
+        "and for the pound?",
+    ),
+    (
+        "what's the boiling point of water at sea level?",
+        "100 degrees Celsius.",
+        "what about at the top of everest?",
+    ),
+    ("when does the supermarket close on sundays?", "Usually at 6 pm.", "same for saturdays"),
+]
+for i, (ask, text) in enumerate(FD):
+    add(
+        "F follow-up after deep work",
+        "deep",
+        [["user", ask], ["assistant", HANDOFF.format(j=f"a{i}1f")]],
+        text,
+        job="done" if i % 2 else "running",
+        spoken=i % 3 == 2,
+    )
+for i, (ask, ans, text) in enumerate(FC):
+    add(
+        "F follow-up after a chat question",
+        "chat",
+        [["user", ask], ["assistant", ans]],
+        text,
+        spoken=i % 3 == 2,
+    )
+
+# G: refinement after delegated work (job done) -> deep; after a chat answer -> chat
+GD = [
+    (
+        "write a lesson plan on photosynthesis for year 8, with activities and an assessment",
+        "make it shorter and add a worksheet",
+    ),
+    (
+        "write a 1500-word blog post on zero-downtime deployments with diagrams",
+        "rewrite it for a non-technical audience",
+    ),
+    (
+        "draft the full employee handbook for our 30-person startup",
+        "add a section on remote work and expenses",
+    ),
+    (
+        "write a complete marketing plan for our new coffee brand",
+        "change it to focus on online sales only",
+    ),
+    (
+        "produce a detailed project plan for the office move with a gantt chart",
+        "can you make it cover two offices instead",
+    ),
+    (
+        "write a literature review on transformer efficiency methods with citations",
+        "expand the part on sparse attention",
+    ),
+    (
+        "write the full api reference for our billing endpoints",
+        "also include error codes and examples in curl",
+    ),
+    (
+        "write a thorough business plan for a bike repair shop with financials",
+        "turn it into a ten-slide pitch deck",
+    ),
+]
+GC = [
+    (
+        "give me a one-line slogan for a bakery",
+        "Fresh from our oven to your table.",
+        "make it shorter",
+    ),
+    ("suggest a name for my cat", "How about Pepper?", "make it more unusual"),
+    (
+        "what's a quick pasta recipe?",
+        "Garlic, olive oil, chili and spaghetti: aglio e olio, ready in 15 minutes.",
+        "add some vegetables",
+    ),
+    ("write a tweet about our launch", "We're live! Try the new app today.", "make it funnier"),
+    (
+        "give me a birthday message for my sister",
+        "Happy birthday to the best sister ever!",
+        "make it a bit longer",
+    ),
+    ("how do I say good night in german?", "Gute Nacht.", "translate it into dutch too"),
+]
+for i, (ask, text) in enumerate(GD):
+    add(
+        "G refinement of delegated work",
+        "deep",
+        [["user", ask], ["assistant", HANDOFF.format(j=f"b{i}2e")]],
+        text,
+        job="done",
+        spoken=i % 3 == 2,
+    )
+for i, (ask, ans, text) in enumerate(GC):
+    add(
+        "G refinement of a chat answer",
+        "chat",
+        [["user", ask], ["assistant", ans]],
+        text,
+        spoken=i % 3 == 2,
+    )
+
+# H: questions about a running (or just finished) job -> chat
+H = [
+    ("write a complete market study of e-bikes in europe", "how's it coming along?", "running"),
+    ("refactor our auth module and write tests for it", "is it done yet?", "running"),
+    (
+        "analyze the server logs from last week and find the cause of the outages",
+        "any progress?",
+        "running",
+    ),
+    (
+        "write a detailed report on solar panel options for our roof",
+        "how long will it take?",
+        "running",
+    ),
+    ("draft the full grant proposal for the robotics project", "is it finished?", "done"),
+    ("compare five crm systems for a small agency in depth", "how's it going?", "running"),
+    ("design a full onboarding course for new engineers", "are you done?", "done"),
+    ("write a complete style guide for our documentation", "what's the status?", "running"),
+    (
+        "plan the whole conference schedule with speakers and rooms",
+        "still working on it?",
+        "running",
+    ),
+    (
+        "write a full translation of our terms of service into german",
+        "when will it be ready?",
+        "running",
+    ),
+    ("research grants we could apply for in renewable energy", "how far along are you?", "running"),
+]
+for i, (ask, text, job) in enumerate(H):
+    add(
+        "H question about the job",
+        "chat",
+        [["user", ask], ["assistant", HANDOFF.format(j=f"c{i}3d")]],
+        text,
+        job=job,
+        spoken=i % 3 == 2,
+    )
+
+# I: a new request that ignores the offer -> its own lane
+NEW = [
+    (
+        "what's a good database for time series?",
+        "TimescaleDB or InfluxDB. Shall I write a full comparison?",
+        "actually, write a bash script that backs up our postgres database to s3 every night with rotation and alerts",
+        "deep",
+    ),
+    (
+        "any tips for public speaking?",
+        "Practice out loud and slow down. Want me to make a complete practice plan?",
+        "first, review this essay structure in depth and rewrite the weak arguments with evidence",
+        "deep",
+    ),
+    (
+        "how do I clean a cast iron pan?",
+        "Hot water, a brush, then dry and oil it. Shall I write a full care guide?",
+        "what's the best oil for seasoning?",
+        "chat",
+    ),
+    (
+        "what's kubernetes?",
+        "A system that runs containers across machines. I can write a detailed introduction with examples, shall I?",
+        "wait, what time is it in berlin?",
+        "chat",
+    ),
+    (
+        "any good books on negotiation?",
+        "Never Split the Difference is popular. Want me to write a full summary of its techniques?",
+        "who wrote it?",
+        "chat",
+    ),
+    (
+        "how do I make cold brew?",
+        "Coarse grounds, cold water, 16 hours. Shall I put together a complete guide to brewing methods?",
+        "how much coffee per litre?",
+        "chat",
+    ),
+    (
+        "which laptop should I buy for programming?",
+        "Something with 16 GB of RAM at least. Would you like me to compare the top five models in a detailed report?",
+        "instead, design a complete home network with vlans for iot devices, a guest network and a vpn",
+        "deep",
+    ),
+    (
+        "our app store rating dropped",
+        "Recent crash reports are the usual cause. I could analyze all the reviews from the last three months and group the complaints, want me to?",
+        "plan a full regression test strategy for our mobile releases, with device coverage and automation",
+        "deep",
+    ),
+    (
+        "what's the difference between tcp and udp?",
+        "TCP is reliable and ordered, UDP is not. Shall I write an in-depth explanation with diagrams?",
+        "thanks, that's enough",
+        "chat",
+    ),
+    (
+        "how do I stop procrastinating?",
+        "Start with two minutes of the task. Want me to build a full productivity system for you?",
+        "write a detailed literature review of the research on procrastination interventions with citations",
+        "deep",
+    ),
+]
+for i, (ask, offer, text, lane) in enumerate(NEW):
+    add(
+        "I new request ignoring the offer",
+        lane,
+        [["user", ask], ["assistant", offer]],
+        text,
+        spoken=i % 3 == 2,
+    )
+
+# J: a follow-up to work that was itself an accepted offer -> deep
+J = [
+    (
+        "our api gets slow under load, any idea why?",
+        "Often the database pool. I can write a full performance review plan covering profiling, indexes and caching, shall I?",
+        "yes please",
+        "now do the same for the search service",
+    ),
+    (
+        "we keep losing customers after the trial",
+        "Look at activation first. Shall I build a complete churn analysis with cohort queries?",
+        "ok go ahead",
+        "make it cover the annual plans too",
+    ),
+    (
+        "how do I learn japanese?",
+        "Kana first, then daily reading. Want me to make a full one-year study plan with resources?",
+        "sure",
+        "now the same for korean",
+    ),
+]
+for i, (ask, offer, yes, text) in enumerate(J):
+    add(
+        "J follow-up to an accepted offer",
+        "deep",
+        [
+            ["user", ask],
+            ["assistant", offer],
+            ["user", yes],
+            ["assistant", HANDOFF.format(j=f"d{i}4c")],
+        ],
+        text,
+        job="running",
+        spoken=i % 3 == 2,
+    )
+
+with open(sys.argv[1], "w") as f:
+    for r in rows:
+        f.write(json.dumps(r) + "\n")
+print(len(rows), sum(r["lane"] == "deep" for r in rows), sum(r["style"] == "spoken" for r in rows))
