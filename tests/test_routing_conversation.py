@@ -295,3 +295,12 @@ def test_cli_route_with_history(tmp_path: Path, capsys, monkeypatch):
     bad = tmp_path / "bad.json"
     bad.write_text("{not json")
     assert cli_main(["route", "--history", str(bad), "ok"]) == 1
+
+
+def test_the_page_shows_an_offer_under_its_reply():
+    from assistant.records import TurnResult
+    from assistant.web.turns import meta_line
+
+    line = meta_line(TurnResult("... shall I?", "chat", "classifier 0.90", "stop", offer=PLAN))
+    assert f"offer: {PLAN} (say yes to hand it off)" in line
+    assert "offer" not in meta_line(TurnResult("Hi.", "chat", "classifier 0.90", "stop"))
