@@ -671,6 +671,285 @@ for i, (ask, offer, yes, text) in enumerate(J):
         spoken=i % 3 == 2,
     )
 
+# K: other phrasings of all the above (offers without a question mark, "I'd be glad to ...",
+# "Just say the word", bare "done?"), written after the rules' first version was scored
+HK = HANDOFF.replace("{j}", "9f{i}")
+cases = [
+    # offers in other words, accepted -> deep
+    (
+        "deep",
+        [
+            (
+                "our docs site search is bad",
+                "Algolia DocSearch is free for open source. I'd be glad to write a full evaluation of search options with a migration plan.",
+            )
+        ],
+        "alright let's do that",
+        None,
+    ),
+    (
+        "deep",
+        [
+            (
+                "i keep forgetting to pay bills",
+                "Autopay helps. Happy to build you a complete budgeting spreadsheet with reminders, if that helps.",
+            )
+        ],
+        "yes that would be really helpful",
+        None,
+    ),
+    (
+        "deep",
+        [
+            (
+                "we need to hire a data engineer",
+                "Look for SQL and pipeline experience. Should I go ahead and write the full job description and an interview plan?",
+            )
+        ],
+        "do that",
+        None,
+    ),
+    (
+        "deep",
+        [
+            (
+                "my bakery's instagram isn't growing",
+                "Consistent posting and reels help. I could put together a three-month content calendar with post ideas. Just say the word.",
+            )
+        ],
+        "yeah sure why not",
+        None,
+    ),
+    (
+        "deep",
+        [
+            (
+                "is our terraform setup any good?",
+                "Modules and remote state are the basics. Would it help if I reviewed the whole setup and wrote a restructuring plan?",
+            )
+        ],
+        "yes I'd love that",
+        None,
+    ),
+    (
+        "deep",
+        [
+            (
+                "so how do neural nets learn",
+                "By gradient descent on a loss. Want a full from-scratch implementation in numpy with backprop explained step by step?",
+            )
+        ],
+        "ok start it",
+        None,
+    ),
+    (
+        "deep",
+        [
+            (
+                "our meetings run long",
+                "Agendas and timeboxes help. Shall I write a complete meeting policy for the team with templates?",
+            )
+        ],
+        "please go ahead with that",
+        None,
+    ),
+    (
+        "deep",
+        [
+            (
+                "we want to open source our sdk",
+                "Pick a license and clean the history first. I can prepare the full open-sourcing checklist with license comparison and governance docs. Shall I?",
+            )
+        ],
+        "go",
+        None,
+    ),
+    (
+        "deep",
+        [
+            (
+                "um what's a good way to structure a react app",
+                "Feature folders work well. Do you want me to scaffold the whole project structure with routing, state and tests",
+            )
+        ],
+        "uh yeah do it",
+        None,
+    ),
+    (
+        "deep",
+        [
+            (
+                "should i refinance my mortgage",
+                "It depends on the rate difference and fees. I can run a full break-even analysis for three rate scenarios if you want",
+            )
+        ],
+        "sure that sounds perfect",
+        None,
+    ),
+    # small offers accepted, declined -> chat
+    (
+        "chat",
+        [("what's 15 percent of 80?", "12. Want me to work out 20 percent too?")],
+        "sure",
+        None,
+    ),
+    (
+        "chat",
+        [
+            (
+                "what's the plural of cactus?",
+                "Cacti, or cactuses. Should I give a sentence using it?",
+            )
+        ],
+        "ok",
+        None,
+    ),
+    (
+        "chat",
+        [
+            (
+                "we should plan the offsite",
+                "A one-day agenda is enough. Shall I draft a detailed plan with venues and budget?",
+            )
+        ],
+        "nope, we're fine",
+        None,
+    ),
+    (
+        "chat",
+        [
+            (
+                "my code is slow",
+                "Profile first. I can do a full performance audit of the repository, want me to?",
+            )
+        ],
+        "not today thanks",
+        None,
+    ),
+    (
+        "chat",
+        [
+            (
+                "i want to learn chess",
+                "Start with tactics puzzles. Want me to make a full six-month training plan?",
+            )
+        ],
+        "I'll think about it",
+        None,
+    ),
+    # follow-ups
+    (
+        "deep",
+        [("write an in-depth market analysis of plant-based milk in germany", HK.format(i=1))],
+        "and the same in france?",
+        "done",
+    ),
+    (
+        "deep",
+        [("build a full financial model for our saas with three scenarios", HK.format(i=2))],
+        "can you redo it for the uk market",
+        "done",
+    ),
+    (
+        "deep",
+        [("load test our api design and write up capacity limits in detail", HK.format(i=3))],
+        "now try it with 5000 users",
+        "done",
+    ),
+    (
+        "deep",
+        [("write the complete frontend for the todo app in react with tests", HK.format(i=4))],
+        "ok now for the backend",
+        "done",
+    ),
+    ("chat", [("what's the weather in oslo", "Cold, minus 3.")], "and stockholm?", None),
+    ("chat", [("what's 2 to the 10th", "1024.")], "and to the 20th?", None),
+    (
+        "chat",
+        [("who was the director of the film jaws?", "Steven Spielberg.")],
+        "what about alien?",
+        None,
+    ),
+    # refinements
+    (
+        "deep",
+        [("write a detailed onboarding guide for new nurses on our ward", HK.format(i=5))],
+        "can you shorten it",
+        "done",
+    ),
+    (
+        "deep",
+        [("implement a rate limiter library in go with docs", HK.format(i=6))],
+        "add tests for the burst case",
+        "done",
+    ),
+    (
+        "deep",
+        [("compare the five main cloud providers for gpu training in depth", HK.format(i=7))],
+        "put it in a table",
+        "done",
+    ),
+    (
+        "chat",
+        [("give me a title for my blog post about hiking", "Trails and Tales.")],
+        "shorter please",
+        None,
+    ),
+    ("chat", [("translate good morning to spanish", "Buenos días.")], "now in portuguese", None),
+    # status
+    ("chat", [("write a full audit of our access controls", HK.format(i=8))], "done?", "running"),
+    (
+        "chat",
+        [("analyze all our support tickets from 2024 for themes", HK.format(i=9))],
+        "how's my analysis",
+        "running",
+    ),
+    (
+        "chat",
+        [("write a thorough report on our energy use", HK.format(i=0))],
+        "is the report ready",
+        "running",
+    ),
+    (
+        "chat",
+        [("design the full data warehouse schema", HK.format(i=1))],
+        "still running?",
+        "running",
+    ),
+    (
+        "chat",
+        [("write the complete test suite for the parser", HK.format(i=2))],
+        "thanks, how long will that take roughly",
+        "running",
+    ),
+    # ignore offer
+    (
+        "deep",
+        [
+            (
+                "what's docker?",
+                "It packages apps with their dependencies. Want me to write a full tutorial?",
+            )
+        ],
+        "no, instead write a dockerfile and compose setup for a django app with postgres and celery, with healthchecks",
+        None,
+    ),
+    (
+        "chat",
+        [
+            (
+                "my modem keeps dropping, how do I power cycle it?",
+                "Hold the reset button for 10 seconds. Shall I write a full guide to securing your home network?",
+            )
+        ],
+        "where is the reset button usually?",
+        None,
+    ),
+]
+for i, (lane, pairs, text, job) in enumerate(cases):
+    turns = [[r, t] for q, a in pairs for r, t in (("user", q), ("assistant", a))]
+    add("K other phrasings", lane, turns, text, job=job, spoken=i % 3 == 2)
+
 with open(sys.argv[1], "w") as f:
     for r in rows:
         f.write(json.dumps(r) + "\n")

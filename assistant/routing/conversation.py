@@ -100,27 +100,36 @@ class Reading:
 # --- offers --------------------------------------------------------------------------------
 
 _S = r"[^.?!\n]"  # within one sentence
+_TASK = rf"({_S}{{6,}}?)"
+_END = r"\s*(?:[.!?]|$)"  # a reply may end unpunctuated (a transcript, a cut stream)
+_INVITE = (
+    r"(?:shall|should)\s+I(?:\s+go\s+ahead)?|(?:do\s+you\s+)?want\s+(?:me\s+to|that|it)"
+    r"|would\s+you\s+like\s+(?:me\s+to|that|it)|just\s+say\s+(?:the\s+word|so)"
+    r"|let\s+me\s+know|if\s+(?:that\s+helps|you(?:'d|\s+would)?\s+(?:like|want)"
+    r"(?:\s+(?:that|it|me\s+to))?)"
+)
 _OFFERS = tuple(
     re.compile(p, re.IGNORECASE)
     for p in (
-        # "I can draft the whole plan with timelines, shall I?" / "... - want me to?"
-        rf"\bI\s+(?:can|could)\s+(?:also\s+)?({_S}{{6,}}?)\s*(?:for\s+you\s*)?[,;:\u2014-]+\s*"
-        r"(?:shall|should)\s+I(?:\s+go\s+ahead)?\s*\?",
-        rf"\bI\s+(?:can|could)\s+(?:also\s+)?({_S}{{6,}}?)\s*(?:for\s+you\s*)?[,;:.\u2014-]+\s*"
-        r"(?:do\s+you\s+)?(?:want|would\s+you\s+like)\s+(?:me\s+to|that|it)\s*\?",
-        # "Shall I put together a full plan?" / "Want me to write it up?"
-        rf"\b(?:shall|should)\s+I\s+(?:go\s+ahead\s+and\s+)?({_S}{{6,}}?)\s*\?",
-        rf"\b(?:want|would\s+you\s+like|do\s+you\s+want|should\s+I|how\s+about\s+I)\s+"
-        rf"(?:me\s+to\s+)?(?:go\s+ahead\s+and\s+)?({_S}{{6,}}?)\s*\?",
+        # "I can draft the whole plan, shall I?" / "I could X. Just say the word." / "I can X
+        # if you want"
+        rf"\bI\s+(?:can|could)\s+(?:also\s+)?{_TASK}\s*(?:for\s+you\s*)?(?:[,;:.\u2014-]+\s*|\s+)"
+        rf"(?:{_INVITE}){_END}",
+        # "Shall I put together a full plan?" / "Want me to write it up?" / "Would it help if
+        # I reviewed the setup?"
+        rf"\b(?:shall|should)\s+I\s+(?:go\s+ahead\s+and\s+)?{_TASK}\s*(?:\?|$)",
+        rf"\b(?:want|would\s+you\s+like|do\s+you\s+want|how\s+about\s+I|would\s+it\s+help\s+if"
+        rf"\s+I)\s+(?:me\s+to\s+)?(?:go\s+ahead\s+and\s+)?{_TASK}\s*(?:\?|$)",
         # "Let me know if you'd like me to write the full report."
-        rf"\blet\s+me\s+know\s+if\s+you(?:'d|\s+would)?\s+(?:like|want)\s+me\s+to\s+({_S}{{6,}}?)"
-        r"\s*[.!?]",
+        rf"\blet\s+me\s+know\s+if\s+you(?:'d|\s+would)?\s+(?:like|want)\s+me\s+to\s+{_TASK}{_END}",
         # "If you like, I can write the whole migration script."
         rf"\bif\s+you(?:'d|\s+would)?\s+(?:like|want)(?:\s+(?:that|it))?,?\s+I\s+(?:can|could)"
-        rf"\s+(?:also\s+)?({_S}{{6,}}?)\s*[.!?]",
-        rf"\bI\s+(?:can|could)\s+(?:also\s+)?({_S}{{6,}}?)\s+(?:for\s+you\s+)?if\s+you(?:'d|\s+"
-        r"would)?\s+(?:like|want)(?:\s+(?:that|it|me\s+to))?\s*[.!?]",
-        rf"\bI(?:'d|\s+would)\s+be\s+happy\s+to\s+({_S}{{6,}}?)\s*[.!?]",
+        rf"\s+(?:also\s+)?{_TASK}{_END}",
+        # "I'd be glad to write a full evaluation." / "Happy to build the model, if that helps."
+        rf"\b(?:I(?:'d|\s+would)\s+be|I'?m)\s+(?:happy|glad|delighted)\s+to\s+{_TASK}"
+        rf"(?:,?\s+if\s+(?:that\s+helps|you(?:'d)?\s+(?:like|want)))?{_END}",
+        rf"(?:^|[.!?]\s+)(?:happy|glad)\s+to\s+{_TASK}(?:,?\s+if\s+(?:that\s+helps|you(?:'d)?"
+        rf"\s+(?:like|want)))?{_END}",
     )
 )
 _TAIL = 280
@@ -144,12 +153,17 @@ def find_offer(reply: str) -> str | None:
 
 # --- the last message's shape -------------------------------------------------------------
 
+_VERY = r"(?:really\s+|very\s+|so\s+|super\s+|most\s+|extremely\s+|just\s+)?"
+_GOOD = (
+    r"(?:great|good|nice|helpful|perfect|lovely|brilliant|amazing|useful|ideal|fantastic|"
+    r"excellent|wonderful|fine|like\s+a\s+plan|help)"
+)
 _YES = (
     r"yes|yeah|yep|yup|ya|sure|ok|okay|k|alright|all\s+right|right|absolutely|definitely"
     r"|of\s+course|please|pls|great|perfect|cool|fine|good|nice|lovely|brilliant|awesome"
-    r"|why\s+not|sure\s+thing|by\s+all\s+means|sounds?\s+(?:good|great|"
-    r"perfect|like\s+a\s+plan)|that(?:'d|\s+would)\s+(?:be\s+)?(?:great|good|nice|helpful|"
-    r"perfect|lovely|brilliant|amazing|useful|help)|i(?:'d|\s+would)\s+(?:like|love)\s+that"
+    rf"|why\s+not|sure\s+thing|by\s+all\s+means|(?:that|this|it)?\s*sounds?\s+{_VERY}{_GOOD}"
+    rf"|(?:that|this|it)(?:'d|\s+would|'ll|\s+will)\s+(?:be\s+)?{_VERY}{_GOOD}"
+    rf"|i(?:'d|\s+would)\s+{_VERY}(?:like|love|appreciate)\s+(?:that|it)"
     r"|go(?:\s+(?:ahead|for\s+it|on))?|please\s+do|do\s+(?:it|that|so|this)|let'?s\s+(?:do\s+"
     r"(?:it|that|this)|go|have\s+it)|start(?:\s+(?:it|on\s+it|that))?|proceed|make\s+it\s+so"
     r"|get\s+(?:started|going|on\s+it)|kick\s+it\s+off|yes\s+please"
@@ -165,12 +179,11 @@ _POLITE = r"thanks|thank\s+you|then|now|mate|for\s+me|so|just|and"
 """Words that may go with a yes but are none: "thanks" alone after an offer accepts nothing."""
 _ANY_OF = r"^(?:(?:{})(?![\w'])[\s,.!;:-]*)+"
 _ADD_WORDS = r"and|but|also|with|just|plus|make|include|add|keep|focus|use|cover|only"
-# the whole message a yes, or a yes and then what to add ("yes, and include the costs")
-_ACCEPTS = re.compile(
-    "(?P<yes>" + _ANY_OF.format(_YES + "|" + _POLITE)[1:] + ")"
-    r"(?P<rest>(?:(?:" + _ADD_WORDS + r")(?![\w']).*)?)$",
-    re.IGNORECASE,
-)
+_YES_ONLY = re.compile(_ANY_OF.format(_YES + "|" + _POLITE) + "$", re.IGNORECASE)
+_ADD_START = re.compile(r"^(?:" + _ADD_WORDS + r")(?![\w'])", re.IGNORECASE)
+_YES_WORDS = 8
+"""Words a yes may take ("yes please, go ahead then"): only that many are matched, since a
+phrase can split into the alternatives several ways and the tries multiply with its length."""
 _ONLY_POLITE = re.compile(_ANY_OF.format(_POLITE) + "$", re.IGNORECASE)
 _HANDED_OFF = re.compile(r"\bhanded\s+(?:it\s+)?off\b|\bas\s+job\s+\w+|\bdeep\s+lane\b", re.I)
 _REFUSES = re.compile(_ANY_OF.format(_NO) + "$", re.IGNORECASE)
@@ -180,7 +193,8 @@ _STATUS = re.compile(
     r"\s+(?:done|ready|finished|complete|there)|any\s+(?:progress|news|update)|how\s+(?:long|"
     r"far|much\s+longer)|when\s+will\s+(?:it|that|the\s+\w+)\s+be|status|eta|still\s+(?:working"
     r"|running|going|thinking)|what'?s\s+(?:the\s+)?(?:holdup|hold-up|progress)"
-    r"|(?:done|finished|ready)\s+yet|where\s+are\s+we\s+(?:at|with))\b",
+    r"|(?:done|finished|ready)\s+yet|where\s+are\s+we\s+(?:at|with)"
+    r"|^(?:all\s+)?(?:done|finished|ready)\W*$|^how'?s\s+(?:my|the|our)\s+\w+(?:\s+\w+)?\W*$)",
     re.IGNORECASE,
 )
 _SAME = re.compile(
@@ -206,7 +220,8 @@ _REFINES = re.compile(
 # Hesitations as people say them, dropped before the rules read a message (the normaliser
 # keeps some of them on purpose, and reads "yes" as an opener). Only the rules see this text.
 _HESITATION = re.compile(
-    r"(?<![\w'])(?:er|ah|eh|erm|hm+|you\s+know|i\s+mean|sort\s+of|kind\s+of|i\s+guess"
+    r"(?<![\w'])(?:um+|uh+|uhm|mm+|mhm|er|ah|eh|erm|hm+|you\s+know|i\s+mean|sort\s+of"
+    r"|kind\s+of|i\s+guess"
     r"|(?<!would\s)(?<!'d\s)(?<!\bi\s)like|(?<!do\s)so)(?![\w'])[,.]?",
     re.IGNORECASE,
 )
@@ -223,6 +238,18 @@ def _short(task: str, words: int = 8) -> str:
     return " ".join(cut[:words]) + (" ..." if len(cut) > words else "")
 
 
+def _acceptance(said: str) -> str | None:
+    """What follows a yes ("" for a bare yes; "and include the costs"), or None: no yes."""
+    words = said.split(" ")
+    for k in range(min(len(words), _YES_WORDS), 0, -1):
+        head, rest = " ".join(words[:k]), " ".join(words[k:])
+        if rest and not _ADD_START.match(rest):
+            continue
+        if _YES_ONLY.match(head) and not _ONLY_POLITE.match(head):
+            return rest
+    return None
+
+
 def read(text: str, conversation: Conversation | None) -> Reading | None:
     """The rule the conversation makes apply to `text`, or None: the message alone decides."""
     if conversation is None or not conversation.turns:
@@ -230,16 +257,16 @@ def read(text: str, conversation: Conversation | None) -> Reading | None:
     said = _plain(text)
     offer = conversation.standing_offer()
     if offer:
-        accepted = _ACCEPTS.match(said)
-        if accepted and not _ONLY_POLITE.match(accepted["yes"]):
-            rest = re.sub(r"^(?:and|but|also|plus|just)\s+", "", accepted["rest"].strip())
+        accepted = _acceptance(said)
+        if accepted is not None:
+            rest = re.sub(r"^(?:and|but|also|plus|just)\s+", "", accepted)
             task = offer[0].upper() + offer[1:] + (f" ({rest})" if rest else "")
             asked = conversation.last("user")
             full = f"{task}.\n\nWhat the person had asked: {asked}" if asked else task
             return Reading(f"accepts the offer to {_short(offer)}", ask=offer, task=full)
-        if _REFUSES.match(said):
+        if len(said.split()) <= _YES_WORDS and _REFUSES.match(said):
             return Reading("declines the offer", lane="chat", task=said)
-    if _STATUS.search(said) and len(said.split()) <= 12:
+    if len(said.split()) <= 12 and _STATUS.search(said):
         handed = _HANDED_OFF.search(conversation.last("assistant")[-_TAIL:])
         if conversation.job is not None or conversation.last_lane == "deep" or handed:
             what = "the running job" if conversation.job == "running" else "the delegated job"
