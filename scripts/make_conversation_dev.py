@@ -950,6 +950,290 @@ for i, (lane, pairs, text, job) in enumerate(cases):
     turns = [[r, t] for q, a in pairs for r, t in (("user", q), ("assistant", a))]
     add("K other phrasings", lane, turns, text, job=job, spoken=i % 3 == 2)
 
+# L: written after K and scored once before any rule changed for it (accuracy 0.853, deep
+# recall 0.778 on these 34): yeses such as "uh huh yes" and "oh yes please", offers that close
+# with "Would that be useful?", a hand-off notice in other words; then the rules were widened
+HL = "I've handed that to the deep lane (job 77{i}). I'll let you know when it's ready."
+cases_l = [
+    (
+        "deep",
+        [
+            (
+                "my dad wants to sell his small accounting firm",
+                "Valuation is usually a multiple of recurring revenue. I could prepare a complete sale plan: valuation, buyer search, timeline and tax points. Would that be useful?",
+            )
+        ],
+        "yes very",
+        None,
+    ),
+    (
+        "deep",
+        [
+            (
+                "we're drowning in slack notifications",
+                "Channel norms help a lot. If it's useful I can write up a full communication charter for the team.",
+            )
+        ],
+        "please, that'd be useful",
+        None,
+    ),
+    (
+        "deep",
+        [
+            (
+                "how would I test a distributed lock?",
+                "Jepsen-style fault injection is the gold standard. Shall I write a complete test harness in python that injects partitions and checks safety?",
+            )
+        ],
+        "yes go ahead and do that",
+        None,
+    ),
+    (
+        "deep",
+        [
+            (
+                "tell me about the silk road",
+                "It was a network of trade routes linking China and the Mediterranean. Want me to write an in-depth essay on its economic impact with sources?",
+            )
+        ],
+        "yes!",
+        None,
+    ),
+    (
+        "deep",
+        [
+            (
+                "our nonprofit needs more donors",
+                "Recurring giving programs work well. I can draft a full fundraising strategy for next year with campaigns and targets, would you like that?",
+            )
+        ],
+        "oh yes please",
+        None,
+    ),
+    (
+        "deep",
+        [
+            (
+                "i'm building a chess engine",
+                "Start with alpha-beta and a simple evaluation. Should I write the complete move generator with bitboards and perft tests?",
+            )
+        ],
+        "sure thing",
+        None,
+    ),
+    (
+        "deep",
+        [
+            (
+                "we need a disaster recovery plan",
+                "Start from RTO and RPO per system. I can write the whole DR plan with runbooks for each system. Want me to get started?",
+            )
+        ],
+        "yeah get started",
+        None,
+    ),
+    (
+        "deep",
+        [
+            (
+                "um whats the best way to study for the bar exam",
+                "Practice questions matter most. I can build you a full sixteen week study schedule with subjects and practice tests want me to",
+            )
+        ],
+        "uh huh yes",
+        None,
+    ),
+    (
+        "deep",
+        [
+            (
+                "our microservices have inconsistent logging",
+                "A shared logging library fixes that. Do you want me to design the logging standard and write the shared library in go?",
+            )
+        ],
+        "yes and add tracing ids",
+        None,
+    ),
+    (
+        "deep",
+        [
+            (
+                "the quarterly board report is due",
+                "Lead with the three numbers they care about. I'm happy to draft the full report from your notes.",
+            )
+        ],
+        "great, go",
+        None,
+    ),
+    (
+        "chat",
+        [("how many cups in a litre?", "About 4.2 cups. Want me to convert 2 litres?")],
+        "yes please",
+        None,
+    ),
+    (
+        "chat",
+        [
+            (
+                "how fast does light travel in a vacuum?",
+                "About 300,000 km per second. Shall I give it in miles per second too?",
+            )
+        ],
+        "yeah",
+        None,
+    ),
+    (
+        "chat",
+        [
+            (
+                "we need an incident response plan",
+                "Roles and a severity scale are the core. Shall I write the complete plan with runbooks?",
+            )
+        ],
+        "no, I'll do it myself",
+        None,
+    ),
+    (
+        "chat",
+        [
+            (
+                "my essay is too long",
+                "Cut the examples first. I can edit the whole essay down to 1500 words if you like.",
+            )
+        ],
+        "no it's fine",
+        None,
+    ),
+    ("chat", [("what's the capital of canada?", "Ottawa. Anything else?")], "nope", None),
+    (
+        "chat",
+        [
+            (
+                "can you recommend a sci-fi book?",
+                "Try The Left Hand of Darkness. Do you prefer older or newer books?",
+            )
+        ],
+        "newer",
+        None,
+    ),
+    (
+        "deep",
+        [("write an exhaustive comparison of rust web frameworks with benchmarks", HL.format(i=1))],
+        "do the same for python frameworks",
+        "done",
+    ),
+    (
+        "deep",
+        [("audit our aws iam policies thoroughly and list risky permissions", HL.format(i=2))],
+        "now the gcp project too",
+        "done",
+    ),
+    (
+        "deep",
+        [("write a full unit on fractions for grade 5 with lessons and tests", HL.format(i=3))],
+        "same for decimals please",
+        "done",
+    ),
+    (
+        "deep",
+        [("analyze customer reviews of our app from the last year in depth", HL.format(i=4))],
+        "what about the android reviews?",
+        "done",
+    ),
+    ("chat", [("roughly when did the big bang happen?", "About 13.8 billion years ago.")], "and the earth?", None),
+    ("chat", [("what's the tallest mountain in africa?", "Kilimanjaro.")], "and in europe?", None),
+    (
+        "chat",
+        [("what's the weather tomorrow in rome", "Sunny, around 24.")],
+        "same for naples",
+        None,
+    ),
+    (
+        "deep",
+        [("write a full research proposal on microplastics in rivers", HL.format(i=5))],
+        "make the methods section more detailed",
+        "done",
+    ),
+    (
+        "deep",
+        [("design a complete ci pipeline for our monorepo with caching", HL.format(i=6))],
+        "add a nightly security scan to it",
+        "done",
+    ),
+    (
+        "deep",
+        [("write a comprehensive guide to our internal api for new hires", HL.format(i=7))],
+        "rewrite it in a friendlier tone",
+        "done",
+    ),
+    (
+        "chat",
+        [("suggest a name for a coffee shop", "How about The Daily Grind?")],
+        "make it more original",
+        None,
+    ),
+    (
+        "chat",
+        [
+            (
+                "write me a haiku about rain",
+                "Soft rain on the roof / the garden drinks in silence / puddles hold the sky",
+            )
+        ],
+        "make it sadder",
+        None,
+    ),
+    (
+        "chat",
+        [("write a complete market analysis of electric scooters", HL.format(i=8))],
+        "how's that going",
+        "running",
+    ),
+    (
+        "chat",
+        [("refactor the billing module and add tests", HL.format(i=9))],
+        "any news on the refactor?",
+        "running",
+    ),
+    (
+        "chat",
+        [("build a full forecast model for our sales", HL.format(i=0))],
+        "is it ready yet",
+        "running",
+    ),
+    (
+        "chat",
+        [("write the complete handbook for volunteers", HL.format(i=1))],
+        "ok thanks, let me know",
+        "running",
+    ),
+    (
+        "deep",
+        [
+            (
+                "what's a monad?",
+                "A pattern for chaining computations with context. Want me to write a full tutorial with examples in haskell?",
+            )
+        ],
+        "actually, implement a full parser combinator library in haskell with tests and docs",
+        None,
+    ),
+    (
+        "chat",
+        [
+            (
+                "how do I boil rice?",
+                "One part rice, two parts water, 18 minutes. Shall I write a full guide to cooking grains?",
+            )
+        ],
+        "how much salt?",
+        None,
+    ),
+]
+for i, (lane, pairs, text, job) in enumerate(cases_l):
+    turns = [[r, t] for q, a in pairs for r, t in (("user", q), ("assistant", a))]
+    add("L written blind, then fixed", lane, turns, text, job=job, spoken=i % 3 == 2)
+
 with open(sys.argv[1], "w") as f:
     for r in rows:
         f.write(json.dumps(r) + "\n")

@@ -105,6 +105,7 @@ _END = r"\s*(?:[.!?]|$)"  # a reply may end unpunctuated (a transcript, a cut st
 _INVITE = (
     r"(?:shall|should)\s+I(?:\s+go\s+ahead)?|(?:do\s+you\s+)?want\s+(?:me\s+to|that|it)"
     r"|would\s+you\s+like\s+(?:me\s+to|that|it)|just\s+say\s+(?:the\s+word|so)"
+    r"|would\s+(?:that|it|this)\s+(?:be\s+)?(?:useful|helpful|help|work)"
     r"|let\s+me\s+know|if\s+(?:that\s+helps|you(?:'d|\s+would)?\s+(?:like|want)"
     r"(?:\s+(?:that|it|me\s+to))?)"
 )
@@ -148,7 +149,40 @@ def find_offer(reply: str) -> str | None:
             task = _TRIM.sub("", found[-1].group(1).strip(" ,")).strip(" ,")
             if len(task.split()) >= 2:
                 return task
-    return None
+    return _proposal(tail)
+
+
+# The last resort: a closing sentence in which the assistant proposes something of its own
+# ("If it's useful I can write up a charter for the team."). Its action is the task, and the
+# classifier decides whether taking it on is hard work.
+_SENTENCE = re.compile(r"[^.?!\n]+[.?!]*")
+_PROPOSES = re.compile(
+    r"\b(?:I\s+(?:can|could)|I'm\s+happy|me\s+to|shall\s+I|should\s+I)\s+"
+    r"(?:(?:also|gladly|happily|be\s+happy\s+to|be\s+glad\s+to|go\s+ahead\s+and)\s+)*"
+    r"(?P<task>.+?)\s*(?:[.?!]|$)",
+    re.IGNORECASE,
+)
+
+
+def _proposal(tail: str) -> str | None:
+    """In the last sentence, or the one before a short invitation ("Would that be useful?")."""
+    if _HANDED_OFF.search(tail):  # a hand-off notice promises, it offers nothing
+        return None
+    last_two = _SENTENCE.findall(tail.rstrip())[-2:]
+    asks = bool(last_two) and last_two[-1].rstrip().endswith("?")
+    # a proposal asks, is conditional, or is followed by a question ("I can see why." is none)
+    found = next(
+        (
+            m
+            for t in reversed(last_two)
+            if (asks or re.search(r"\bif\b", t, re.I)) and (m := _PROPOSES.search(t))
+        ),
+        None,
+    )
+    if found is None:
+        return None
+    task = _TRIM.sub("", re.sub(_INVITE + r"\W*$", "", found["task"], flags=re.I).strip(" ,"))
+    return task.strip(" ,") if len(task.split()) >= 3 else None
 
 
 # --- the last message's shape -------------------------------------------------------------
@@ -168,14 +202,15 @@ _YES = (
     r"(?:it|that|this)|go|have\s+it)|start(?:\s+(?:it|on\s+it|that))?|proceed|make\s+it\s+so"
     r"|get\s+(?:started|going|on\s+it)|kick\s+it\s+off|yes\s+please"
     r"|(?:draft|write|make|build|prepare|run|create|put\s+together|send|start|do)"
-    r"\s+(?:it|that|them|one|this)(?:\s+up)?|i'?m\s+in|deal"
+    r"\s+(?:it|that|them|one|this)(?:\s+up)?|i'?m\s+in|deal|(?:uh[\s-]+)?huh|mhm|exactly"
+    r"|(?:that|it)\s+works|works\s+for\s+me|very\s+much\s+so|yes\s+very"
 )
 _NO = (
     r"no|nope|nah|not\s+(?:now|yet|today|right\s+now)|no\s+(?:thanks|thank\s+you|need)"
     r"|maybe\s+later|later|don'?t(?:\s+bother)?|never\s*mind|skip\s+it|that'?s\s+(?:ok|okay|"
     r"fine|all)|i'?m\s+good|all\s+good|not\s+needed|pass"
 )
-_POLITE = r"thanks|thank\s+you|then|now|mate|for\s+me|so|just|and"
+_POLITE = r"thanks|thank\s+you|then|now|mate|for\s+me|so|just|and|oh|ah|very|much|indeed"
 """Words that may go with a yes but are none: "thanks" alone after an offer accepts nothing."""
 _ANY_OF = r"^(?:(?:{})(?![\w'])[\s,.!;:-]*)+"
 _ADD_WORDS = r"and|but|also|with|just|plus|make|include|add|keep|focus|use|cover|only"
@@ -186,7 +221,9 @@ _YES_WORDS = 8
 phrase can split into the alternatives several ways and the tries multiply with its length."""
 _ONLY_POLITE = re.compile(_ANY_OF.format(_POLITE) + "$", re.IGNORECASE)
 _HANDED_OFF = re.compile(r"\bhanded\s+(?:it\s+)?off\b|\bas\s+job\s+\w+|\bdeep\s+lane\b", re.I)
-_REFUSES = re.compile(_ANY_OF.format(_NO) + "$", re.IGNORECASE)
+_REFUSES = re.compile(_ANY_OF.format(_NO) + r"(?:\S+(?:\s+\S+){0,5})?$", re.IGNORECASE)
+"""A no, alone or with a few words after it ("no, I'll do it myself"); a no followed by a
+longer request ("no, instead write ...") is that request, for the classifier."""
 _STATUS = re.compile(
     r"\b(?:how(?:'s|\s+is|\s+are)\s+(?:it|that|things|the\s+\w+|my\s+\w+|you)\s+(?:going|coming"
     r"(?:\s+along)?|looking|doing|getting\s+on)|(?:is|are)\s+(?:it|that|you|the\s+\w+|my\s+\w+)"
