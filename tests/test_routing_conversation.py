@@ -304,3 +304,38 @@ def test_the_page_shows_an_offer_under_its_reply():
     line = meta_line(TurnResult("... shall I?", "chat", "classifier 0.90", "stop", offer=PLAN))
     assert f"offer: {PLAN} (say yes to hand it off)" in line
     assert "offer" not in meta_line(TurnResult("Hi.", "chat", "classifier 0.90", "stop"))
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "yes please " * 40,
+        "ok " * 2000,
+        "now " * 200 + "do the same for x",
+        "and " * 500 + "make it",
+    ],
+)
+def test_long_messages_are_read_fast(text: str):
+    """A yes can split into the rules' alternatives in many ways: matched whole, 40 repeats
+    took minutes. Only a yes's first words are matched, so any message is read at once."""
+    import time
+
+    start = time.perf_counter()
+    read(text, OFFERED)
+    assert time.perf_counter() - start < 0.5
+
+
+@pytest.mark.model
+async def test_a_follow_up_to_a_stored_job_carries_the_earlier_task(settings, router):
+    turns = _pipeline(settings, router, reply="Sure.")
+    store = turns.chat.store
+    cid = store.new_conversation("ann")
+    research = "research the rental market in munich for a two-bedroom flat, by district"
+    first = await turns.ask(research, owner="ann", conversation_id=cid)
+    assert first.lane == "deep" and first.job_id
+    again = await turns.ask("now do the same for Berlin", owner="ann", conversation_id=cid)
+    assert again.lane == "deep" and again.reason == (
+        "asks the same for Berlin as the earlier request (deep lane)"
+    )
+    prompt = store.job(again.job_id).prompt
+    assert prompt.startswith(research) and prompt.endswith("now do the same for Berlin")
