@@ -1140,7 +1140,12 @@ cases_l = [
         "what about the android reviews?",
         "done",
     ),
-    ("chat", [("roughly when did the big bang happen?", "About 13.8 billion years ago.")], "and the earth?", None),
+    (
+        "chat",
+        [("roughly when did the big bang happen?", "About 13.8 billion years ago.")],
+        "and the earth?",
+        None,
+    ),
     ("chat", [("what's the tallest mountain in africa?", "Kilimanjaro.")], "and in europe?", None),
     (
         "chat",
@@ -1233,6 +1238,245 @@ cases_l = [
 for i, (lane, pairs, text, job) in enumerate(cases_l):
     turns = [[r, t] for q, a in pairs for r, t in (("user", q), ("assistant", a))]
     add("L written blind, then fixed", lane, turns, text, job=job, spoken=i % 3 == 2)
+
+# M: written after L and scored once before any rule changed for it (accuracy 0.852, deep
+# recall 0.857 on these 27): a thumbs-up emoji, "that's exactly what I need", an offer after a
+# list, "how's the launch plan coming"; then the rules were widened
+HM = "Sent to the deep lane as job 5{i}; you'll get a notice when it's done."
+LM = "Here are the key points:\n- Check your indexes\n- Use connection pooling\n- Cache hot reads\n\n"
+cases_m = [
+    (
+        "deep",
+        [
+            (
+                "our postgres is slow",
+                LM
+                + "I can also write a full tuning guide for your setup with the exact config changes. Shall I?",
+            )
+        ],
+        "👍 yes",
+        None,
+    ),
+    (
+        "deep",
+        [
+            (
+                "help me plan my wedding",
+                "Start with the budget and the guest list. Want me to build a complete planning checklist with a month-by-month timeline?",
+            )
+        ],
+        "make it happen",
+        None,
+    ),
+    (
+        "deep",
+        [
+            (
+                "what should our pricing page say?",
+                "Lead with the value, then three tiers. I could write the full copy for all three tiers and the FAQ. Would you like that?",
+            )
+        ],
+        "that's exactly what I need",
+        None,
+    ),
+    (
+        "deep",
+        [
+            (
+                "we want to move to microservices",
+                "Start by carving out one bounded context. Shall I write a detailed migration roadmap with the first three services?",
+            )
+        ],
+        "k",
+        None,
+    ),
+    (
+        "deep",
+        [
+            (
+                "i need to learn statistics for my job",
+                "Focus on distributions, inference and regression. I can design a complete eight-week course with exercises for you, shall I?",
+            )
+        ],
+        "yup go",
+        None,
+    ),
+    (
+        "deep",
+        [
+            (
+                "our sprint planning is chaotic",
+                "Timebox it and size stories beforehand. Do you want me to write a full sprint planning playbook for the team?",
+            )
+        ],
+        "let's go with that",
+        None,
+    ),
+    (
+        "deep",
+        [
+            (
+                "so like how do i get better at writing",
+                "read a lot and write daily I could put together a full ninety day writing program with prompts if you want",
+            )
+        ],
+        "yeah yeah do it",
+        None,
+    ),
+    (
+        "deep",
+        [
+            (
+                "our docs are out of date",
+                "Docs-as-code in the repo keeps them fresh. I'd be happy to audit every page and write a prioritized update plan.",
+            )
+        ],
+        "perfect, thanks!",
+        None,
+    ),
+    (
+        "chat",
+        [
+            (
+                "our docs are out of date",
+                "Docs-as-code keeps them fresh. Shall I audit every page and write an update plan?",
+            )
+        ],
+        "what would that include?",
+        None,
+    ),
+    (
+        "chat",
+        [
+            (
+                "we need better onboarding",
+                "A buddy system and a first-week plan help. Want me to write the complete onboarding program?",
+            )
+        ],
+        "hmm, let me check with my manager first",
+        None,
+    ),
+    (
+        "chat",
+        [("what number times itself gives 144?", "12. Want me to show how to work it out?")],
+        "sure",
+        None,
+    ),
+    (
+        "chat",
+        [
+            (
+                "what day is christmas this year?",
+                "It's a Thursday. Shall I tell you about boxing day too?",
+            )
+        ],
+        "ok",
+        None,
+    ),
+    (
+        "chat",
+        [
+            (
+                "any tips for sleeping better?",
+                "Keep a fixed wake time and no screens late. I can write a full two-week sleep reset plan if you like.",
+            )
+        ],
+        "no that's okay",
+        None,
+    ),
+    (
+        "deep",
+        [("write a detailed comparison of heat pumps for a cold climate home", HM.format(i=1))],
+        "what about for a family of four in a bigger house",
+        "done",
+    ),
+    (
+        "deep",
+        [
+            (
+                "analyze our 2024 revenue by product line and explain the trends in depth",
+                HM.format(i=2),
+            )
+        ],
+        "now for 2025 so far",
+        "done",
+    ),
+    (
+        "deep",
+        [("write a complete hiring plan for our engineering team next year", HM.format(i=3))],
+        "can you also do one for marketing",
+        "done",
+    ),
+    (
+        "chat",
+        [("what's the population of tokyo?", "About 14 million in the city proper.")],
+        "and osaka",
+        None,
+    ),
+    (
+        "chat",
+        [("which spelling is right, necesary or necessary?", "N-E-C-E-S-S-A-R-Y.")],
+        "what about accommodate",
+        None,
+    ),
+    (
+        "deep",
+        [("write a full technical design for offline sync in our mobile app", HM.format(i=4))],
+        "include conflict resolution examples",
+        "done",
+    ),
+    (
+        "deep",
+        [("draft a comprehensive security policy for our startup", HM.format(i=5))],
+        "shorten it to two pages",
+        "done",
+    ),
+    (
+        "chat",
+        [
+            (
+                "jot down a quick note thanking the neighbour who fed our cat",
+                "Thanks so much for watering the plants while we were away!",
+            )
+        ],
+        "make it warmer",
+        None,
+    ),
+    ("chat", [("write a full audit of our vendor contracts", HM.format(i=6))], "eta?", "running"),
+    (
+        "chat",
+        [("design the complete data model for the crm", HM.format(i=7))],
+        "done yet?",
+        "running",
+    ),
+    (
+        "chat",
+        [("plan the full product launch campaign", HM.format(i=8))],
+        "how's the launch plan coming",
+        "running",
+    ),
+    (
+        "chat",
+        [("write a full literature review on sleep and memory", HM.format(i=9))],
+        "cool, thanks",
+        "running",
+    ),
+    (
+        "deep",
+        [("what's graphql?", "A query language for APIs. Want me to write a full tutorial?")],
+        "no, build me a complete graphql server in node for a bookstore with auth and tests",
+        None,
+    ),
+    (
+        "chat",
+        [("what's graphql?", "A query language for APIs. Want me to write a full tutorial?")],
+        "is it faster than rest?",
+        None,
+    ),
+]
+for i, (lane, pairs, text, job) in enumerate(cases_m):
+    turns = [[r, t] for q, a in pairs for r, t in (("user", q), ("assistant", a))]
+    add("M written blind, then fixed", lane, turns, text, job=job, spoken=i % 3 == 2)
 
 with open(sys.argv[1], "w") as f:
     for r in rows:

@@ -204,6 +204,7 @@ _YES = (
     r"|(?:draft|write|make|build|prepare|run|create|put\s+together|send|start|do)"
     r"\s+(?:it|that|them|one|this)(?:\s+up)?|i'?m\s+in|deal|(?:uh[\s-]+)?huh|mhm|exactly"
     r"|(?:that|it)\s+works|works\s+for\s+me|very\s+much\s+so|yes\s+very"
+    r"|(?:that'?s\s+)?(?:exactly\s+|just\s+)?what\s+i\s+(?:need|want)(?:ed)?|that'?s\s+perfect"
 )
 _NO = (
     r"no|nope|nah|not\s+(?:now|yet|today|right\s+now)|no\s+(?:thanks|thank\s+you|need)"
@@ -225,7 +226,8 @@ _REFUSES = re.compile(_ANY_OF.format(_NO) + r"(?:\S+(?:\s+\S+){0,5})?$", re.IGNO
 """A no, alone or with a few words after it ("no, I'll do it myself"); a no followed by a
 longer request ("no, instead write ...") is that request, for the classifier."""
 _STATUS = re.compile(
-    r"\b(?:how(?:'s|\s+is|\s+are)\s+(?:it|that|things|the\s+\w+|my\s+\w+|you)\s+(?:going|coming"
+    r"\b(?:how(?:'s|\s+is|\s+are)\s+(?:it|that|things|(?:the|my|our)(?:\s+\w+){1,3}|you)\s+"
+    r"(?:going|coming"
     r"(?:\s+along)?|looking|doing|getting\s+on)|(?:is|are)\s+(?:it|that|you|the\s+\w+|my\s+\w+)"
     r"\s+(?:done|ready|finished|complete|there)|any\s+(?:progress|news|update)|how\s+(?:long|"
     r"far|much\s+longer)|when\s+will\s+(?:it|that|the\s+\w+)\s+be|status|eta|still\s+(?:working"
@@ -264,9 +266,14 @@ _HESITATION = re.compile(
 )
 
 
+_THUMBS = re.compile("[\U0001f44d\U0001f44c\u2705\U0001f64c\u2714]\ufe0f?")
+"""A thumbs up, OK hand, check mark or raised hands: a yes as people type it."""
+
+
 def _plain(text: str) -> str:
     """The message as the rules read it: no hesitations, one space between words."""
-    return re.sub(r"\s+", " ", _HESITATION.sub(" ", strip_fillers(text or ""))).strip()
+    text = _THUMBS.sub(" yes ", strip_fillers(text or ""))
+    return re.sub(r"\s+", " ", _HESITATION.sub(" ", text)).strip()
 
 
 def _short(task: str, words: int = 8) -> str:
