@@ -1478,6 +1478,248 @@ for i, (lane, pairs, text, job) in enumerate(cases_m):
     turns = [[r, t] for q, a in pairs for r, t in (("user", q), ("assistant", a))]
     add("M written blind, then fixed", lane, turns, text, job=job, spoken=i % 3 == 2)
 
+# N: written after M and scored once before any rule changed for it (accuracy 0.815, deep
+# recall 0.667 on these 27): "Interested?", "Ready when you are to ...", "do the full thing",
+# "that'd be ace", "more formal please"; then the rules were widened
+HN = "Okay, that's with the deep lane now (job 3{i}). I'll post the result here."
+cases_n = [
+    (
+        "deep",
+        [
+            (
+                "our warehouse keeps running out of stock",
+                "Reorder points per item usually fix that. I can take this on as a bigger piece of work: a full inventory model with reorder points, safety stock and a spreadsheet. Interested?",
+            )
+        ],
+        "interested!",
+        None,
+    ),
+    (
+        "deep",
+        [
+            (
+                "why did our conversion rate drop in march",
+                "Possibly the checkout change. Should I dig deeper into this with a full funnel analysis?",
+            )
+        ],
+        "yes dig deeper",
+        None,
+    ),
+    (
+        "deep",
+        [
+            (
+                "we need a privacy policy for our app",
+                "It must cover data collected, purposes and rights. Would you like a full write-up of the policy tailored to your app?",
+            )
+        ],
+        "please, the full write-up",
+        None,
+    ),
+    (
+        "deep",
+        [
+            (
+                "can you help with my phd literature search",
+                "Sure. Ready when you are to draft a complete systematic search protocol with databases, queries and screening criteria.",
+            )
+        ],
+        "alright, draft it",
+        None,
+    ),
+    (
+        "deep",
+        [
+            (
+                "our landing page converts badly",
+                "The headline is probably too vague. Happy to do a deeper teardown of the whole page with rewritten copy for every section.",
+            )
+        ],
+        "go on then",
+        None,
+    ),
+    (
+        "deep",
+        [
+            (
+                "i'm writing a fantasy novel",
+                "Great! Want me to develop the full magic system and world history as a detailed bible for the series?",
+            )
+        ],
+        "mm yes",
+        None,
+    ),
+    (
+        "deep",
+        [
+            (
+                "our kafka consumers lag behind",
+                "Partition count and batch size are the usual levers. I could write a full tuning plan with load tests to prove each change. Want it?",
+            )
+        ],
+        "yes go",
+        None,
+    ),
+    (
+        "deep",
+        [
+            (
+                "we're planning a hackathon",
+                "Pick a theme and prizes early. Shall I plan the whole event: schedule, judging rubric, budget and comms?",
+            )
+        ],
+        "do the full thing",
+        None,
+    ),
+    (
+        "deep",
+        [
+            (
+                "my side project needs a business plan",
+                "Start from the customer and the channel. I can write a complete business plan with a three-year financial forecast, want me to?",
+            )
+        ],
+        "that'd be ace",
+        None,
+    ),
+    (
+        "chat",
+        [
+            (
+                "which two letters stand for gold on the periodic table?",
+                "Au. Want me to list a few other metals too?",
+            )
+        ],
+        "yes",
+        None,
+    ),
+    (
+        "chat",
+        [
+            (
+                "how many players in a rugby team?",
+                "Fifteen in rugby union. Should I tell you about rugby league too?",
+            )
+        ],
+        "sure",
+        None,
+    ),
+    (
+        "chat",
+        [
+            (
+                "we need a new logo",
+                "Keep it simple and scalable. Want me to write a full creative brief for designers?",
+            )
+        ],
+        "not really, we have one",
+        None,
+    ),
+    (
+        "chat",
+        [
+            (
+                "plan a dinner party menu",
+                "A simple three-course menu works. Shall I write the full shopping list and cooking timeline?",
+            )
+        ],
+        "what's the main course?",
+        None,
+    ),
+    (
+        "deep",
+        [("write a complete feasibility study for a solar farm on our land", HN.format(i=1))],
+        "repeat that for the north field",
+        "done",
+    ),
+    (
+        "deep",
+        [("write an in-depth analysis of our q1 support tickets", HN.format(i=2))],
+        "same again but for q2",
+        "done",
+    ),
+    (
+        "deep",
+        [("create a full migration plan for our main database cluster", HN.format(i=3))],
+        "ok and for the analytics cluster?",
+        "done",
+    ),
+    ("chat", [("what's the weather in lima?", "Cloudy, 19 degrees.")], "ok and for cusco?", None),
+    ("chat", [("what do germans shout when they clink glasses?", "Prost.")], "and in czech?", None),
+    (
+        "deep",
+        [
+            (
+                "write a formal proposal for the city council on bike lanes with evidence",
+                HN.format(i=4),
+            )
+        ],
+        "more formal please",
+        "done",
+    ),
+    (
+        "deep",
+        [("write a comprehensive report on our team's productivity metrics", HN.format(i=5))],
+        "cut the intro and add a summary table",
+        "done",
+    ),
+    (
+        "chat",
+        [("write a one-line bio for my profile", "Engineer, runner, and occasional baker.")],
+        "more formal please",
+        None,
+    ),
+    (
+        "chat",
+        [("write a full analysis of competitor pricing", HN.format(i=6))],
+        "how much longer?",
+        "running",
+    ),
+    (
+        "chat",
+        [("build a complete test suite for the payments api", HN.format(i=7))],
+        "finished the tests?",
+        "running",
+    ),
+    (
+        "chat",
+        [("write the full grant report for the foundation", HN.format(i=8))],
+        "you there with the report?",
+        "running",
+    ),
+    (
+        "chat",
+        [("research the history of our town in detail", HN.format(i=9))],
+        "great, no rush",
+        "running",
+    ),
+    (
+        "deep",
+        [
+            (
+                "what is terraform?",
+                "A tool for defining infrastructure as code. Want me to write a full introduction?",
+            )
+        ],
+        "sure, but first write a complete terraform module for an aws vpc with public and private subnets and tests",
+        None,
+    ),
+    (
+        "chat",
+        [
+            (
+                "what's a good name for a dog?",
+                "How about Biscuit? Want me to give you twenty more ideas?",
+            )
+        ],
+        "why biscuit?",
+        None,
+    ),
+]
+for i, (lane, pairs, text, job) in enumerate(cases_n):
+    turns = [[r, t] for q, a in pairs for r, t in (("user", q), ("assistant", a))]
+    add("N written blind, then fixed", lane, turns, text, job=job, spoken=i % 3 == 2)
+
 with open(sys.argv[1], "w") as f:
     for r in rows:
         f.write(json.dumps(r) + "\n")

@@ -69,7 +69,7 @@ def test_dev_set_covers_both_lanes_every_rule_and_speech():
     deep = [c["lane"] == "deep" for c in cases]
     assert len(cases) >= 100 and 0.4 <= sum(deep) / len(cases) <= 0.6
     assert sum(c["style"] == "spoken" for c in cases) >= len(cases) / 4
-    assert len({c["rule"][0] for c in cases}) == 13  # groups A to M
+    assert len({c["rule"][0] for c in cases}) == 14  # groups A to N
     assert all(c["turns"] and c["turns"][-1][0] == "assistant" for c in cases)
     assert len({json.dumps([c["turns"], c["text"]]) for c in cases}) == len(cases)
 

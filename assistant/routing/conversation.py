@@ -105,7 +105,7 @@ _END = r"\s*(?:[.!?]|$)"  # a reply may end unpunctuated (a transcript, a cut st
 _INVITE = (
     r"(?:shall|should)\s+I(?:\s+go\s+ahead)?|(?:do\s+you\s+)?want\s+(?:me\s+to|that|it)"
     r"|would\s+you\s+like\s+(?:me\s+to|that|it)|just\s+say\s+(?:the\s+word|so)"
-    r"|would\s+(?:that|it|this)\s+(?:be\s+)?(?:useful|helpful|help|work)"
+    r"|would\s+(?:that|it|this)\s+(?:be\s+)?(?:useful|helpful|help|work)|interested"
     r"|let\s+me\s+know|if\s+(?:that\s+helps|you(?:'d|\s+would)?\s+(?:like|want)"
     r"(?:\s+(?:that|it|me\s+to))?)"
 )
@@ -127,9 +127,9 @@ _OFFERS = tuple(
         rf"\bif\s+you(?:'d|\s+would)?\s+(?:like|want)(?:\s+(?:that|it))?,?\s+I\s+(?:can|could)"
         rf"\s+(?:also\s+)?{_TASK}{_END}",
         # "I'd be glad to write a full evaluation." / "Happy to build the model, if that helps."
-        rf"\b(?:I(?:'d|\s+would)\s+be|I'?m)\s+(?:happy|glad|delighted)\s+to\s+{_TASK}"
+        rf"\b(?:I(?:'d|\s+would)\s+be|I'?m)\s+(?:happy|glad|delighted|ready)\s+to\s+{_TASK}"
         rf"(?:,?\s+if\s+(?:that\s+helps|you(?:'d)?\s+(?:like|want)))?{_END}",
-        rf"(?:^|[.!?]\s+)(?:happy|glad)\s+to\s+{_TASK}(?:,?\s+if\s+(?:that\s+helps|you(?:'d)?"
+        rf"(?:^|[.!?]\s+)(?:happy|glad|ready\s+when\s+you\s+are)\s+to\s+{_TASK}(?:,?\s+if\s+(?:that\s+helps|you(?:'d)?"
         rf"\s+(?:like|want)))?{_END}",
     )
 )
@@ -190,7 +190,7 @@ def _proposal(tail: str) -> str | None:
 _VERY = r"(?:really\s+|very\s+|so\s+|super\s+|most\s+|extremely\s+|just\s+)?"
 _GOOD = (
     r"(?:great|good|nice|helpful|perfect|lovely|brilliant|amazing|useful|ideal|fantastic|"
-    r"excellent|wonderful|fine|like\s+a\s+plan|help)"
+    r"excellent|wonderful|fine|like\s+a\s+plan|help|ace|sweet)"
 )
 _YES = (
     r"yes|yeah|yep|yup|ya|sure|ok|okay|k|alright|all\s+right|right|absolutely|definitely"
@@ -205,6 +205,8 @@ _YES = (
     r"\s+(?:it|that|them|one|this)(?:\s+up)?|i'?m\s+in|deal|(?:uh[\s-]+)?huh|mhm|exactly"
     r"|(?:that|it)\s+works|works\s+for\s+me|very\s+much\s+so|yes\s+very"
     r"|(?:that'?s\s+)?(?:exactly\s+|just\s+)?what\s+i\s+(?:need|want)(?:ed)?|that'?s\s+perfect"
+    r"|(?:very\s+)?interested|keen|cheers|(?:do\s+)?(?:the\s+)?(?:full|whole|complete)\s+"
+    r"(?:thing|lot|works|version|write-?up)|all\s+of\s+it|the\s+works"
 )
 _NO = (
     r"no|nope|nah|not\s+(?:now|yet|today|right\s+now)|no\s+(?:thanks|thank\s+you|need)"
@@ -220,6 +222,17 @@ _ADD_START = re.compile(r"^(?:" + _ADD_WORDS + r")(?![\w'])", re.IGNORECASE)
 _YES_WORDS = 8
 """Words a yes may take ("yes please, go ahead then"): only that many are matched, since a
 phrase can split into the alternatives several ways and the tries multiply with its length."""
+_SHORT_YES = 5
+_A_YES = re.compile(
+    r"(?<![\w'])(?:yes|yeah|yep|yup|sure|ok|okay|please|go\s+ahead|do\s+it|absolutely|perfect"
+    r"|definitely|great)(?![\w'])",
+    re.IGNORECASE,
+)
+_A_NO = re.compile(
+    r"(?<![\w'])(?:no|not|nope|nah|don'?t|never|later|wait|hold|stop|but|instead|rather"
+    r"|without|first)(?![\w'])|n't\b",
+    re.IGNORECASE,
+)
 _ONLY_POLITE = re.compile(_ANY_OF.format(_POLITE) + "$", re.IGNORECASE)
 _HANDED_OFF = re.compile(r"\bhanded\s+(?:it\s+)?off\b|\bas\s+job\s+\w+|\bdeep\s+lane\b", re.I)
 _REFUSES = re.compile(_ANY_OF.format(_NO) + r"(?:\S+(?:\s+\S+){0,5})?$", re.IGNORECASE)
@@ -251,7 +264,7 @@ _REFINES = re.compile(
     r"[\s,.!]+)*(?:make\s+(?:it|that|them|the\s+\w+)|add|include|remove|drop|cut|shorten"
     r"|expand|lengthen|rewrite|rephrase|change|turn\s+(?:it|that)\s+into|redo|revise|split"
     r"|translate\s+(?:it|that)|convert\s+(?:it|that)|put\s+(?:it|that)|swap|replace|simplify"
-    r"|tighten|extend|shorter|longer|less|more\s+(?:detail|examples))\b",
+    r"|tighten|extend|shorter|longer|(?:less|more)\s+\w+)\b",
     re.IGNORECASE,
 )
 
@@ -291,6 +304,10 @@ def _acceptance(said: str) -> str | None:
             continue
         if _YES_ONLY.match(head) and not _ONLY_POLITE.match(head):
             return rest
+    # a short answer with a yes in it and nothing against it ("yes, lovely, cheers")
+    if len(words) <= _SHORT_YES and "?" not in said and _A_YES.search(said):
+        if not _A_NO.search(said):
+            return ""
     return None
 
 
