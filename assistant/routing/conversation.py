@@ -230,7 +230,13 @@ _A_YES = re.compile(
 )
 _A_NO = re.compile(
     r"(?<![\w'])(?:no|not|nope|nah|don'?t|never|later|wait|hold|stop|but|instead|rather"
-    r"|without|first)(?![\w'])|n't\b",
+    r"|without|first|think|maybe|perhaps|hmm+|check|enough|all|bye|goodbye|night|already"
+    r"|myself|ourselves|thanks|thank|cheers\s+for)(?![\w'])|n't\b",
+    re.IGNORECASE,
+)
+_ASKS = re.compile(
+    r"^(?:who|what|when|where|why|how|which|whose|is|are|was|were|can|could|do|does|did|will"
+    r"|would|should|tell|explain|give|show|list|and|also|what's|who's|where's|how's)(?![\w'])",
     re.IGNORECASE,
 )
 _ONLY_POLITE = re.compile(_ANY_OF.format(_POLITE) + "$", re.IGNORECASE)
@@ -304,11 +310,12 @@ def _acceptance(said: str) -> str | None:
             continue
         if _YES_ONLY.match(head) and not _ONLY_POLITE.match(head):
             return rest
-    # a short answer with a yes in it and nothing against it ("yes, lovely, cheers")
-    if len(words) <= _SHORT_YES and "?" not in said and _A_YES.search(said):
-        if not _A_NO.search(said):
-            return ""
-    return None
+    # a short answer to an offer with nothing against it, no question and no new request
+    # ("yes, lovely, cheers", "interested!", "that'd be ace"): people say yes in more ways
+    # than any list holds, and a short reply to an offer is mostly one
+    if len(words) > _SHORT_YES or "?" in said or _A_NO.search(said) or _ASKS.match(said):
+        return None
+    return "" if _A_YES.search(said) or not _ONLY_POLITE.match(said) else None
 
 
 def read(text: str, conversation: Conversation | None) -> Reading | None:
