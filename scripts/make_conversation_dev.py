@@ -1720,6 +1720,237 @@ for i, (lane, pairs, text, job) in enumerate(cases_n):
     turns = [[r, t] for q, a in pairs for r, t in (("user", q), ("assistant", a))]
     add("N written blind, then fixed", lane, turns, text, job=job, spoken=i % 3 == 2)
 
+# O: written after N and scored once before any rule changed for it (accuracy 0.923, deep
+# recall 0.857 on these 26): "Just let me know.", "now one for an e-commerce company"; then
+# the rules were widened ("let me know? yes, do it" is still missed: a question mark in a yes)
+HO = "Queued as job 8{i} on the deep lane; I'll let you know when it finishes."
+cases_o = [
+    (
+        "deep",
+        [
+            (
+                "should we build or buy a ticketing system?",
+                "Buying is usually cheaper below 50 agents. I can put together a proper build-versus-buy analysis with costs over five years. Just let me know.",
+            )
+        ],
+        "let me know? yes, do it",
+        None,
+    ),
+    (
+        "deep",
+        [
+            (
+                "our api has no rate limiting",
+                "That's risky. Shall I design a complete rate limiting scheme with per-key quotas and write the middleware?",
+            )
+        ],
+        "yes, that's the one",
+        None,
+    ),
+    (
+        "deep",
+        [
+            (
+                "i need a cover letter for a data analyst job",
+                "Tailor it to the posting. If you paste the job ad I'll write the whole letter for you. Or I can write a strong general version now, want that?",
+            )
+        ],
+        "general version is fine, go",
+        None,
+    ),
+    (
+        "deep",
+        [
+            (
+                "how do I get my team to write tests",
+                "Make it part of the definition of done. I could draft a full testing strategy document with coverage targets and examples. Sound good?",
+            )
+        ],
+        "sounds great",
+        None,
+    ),
+    (
+        "deep",
+        [
+            (
+                "teach me about options trading",
+                "Calls and puts give rights, not obligations. Want a complete course, ten lessons with worked examples and quizzes?",
+            )
+        ],
+        "go for it!",
+        None,
+    ),
+    (
+        "deep",
+        [
+            (
+                "um our garden floods every winter",
+                "a french drain or a rain garden usually helps i can design a complete drainage plan with materials and costs shall i",
+            )
+        ],
+        "er yes please do",
+        None,
+    ),
+    (
+        "deep",
+        [
+            (
+                "we're launching in germany",
+                "You'll need GDPR-compliant terms and German support. Should I write the complete market entry plan?",
+            )
+        ],
+        "yes please and include hiring",
+        None,
+    ),
+    (
+        "deep",
+        [
+            (
+                "my startup needs a data strategy",
+                "Start with the decisions you want data for. I can write the full strategy document, with tooling, roles and a roadmap, if you'd like.",
+            )
+        ],
+        "I'd appreciate that",
+        None,
+    ),
+    (
+        "chat",
+        [
+            (
+                "what's the boiling point of ethanol?",
+                "About 78 degrees Celsius. Want me to give it in Fahrenheit?",
+            )
+        ],
+        "sure why not",
+        None,
+    ),
+    (
+        "chat",
+        [("translate cat into spanish", "Gato. Shall I give you the feminine form too?")],
+        "yes",
+        None,
+    ),
+    (
+        "chat",
+        [
+            (
+                "we should plan q3 goals",
+                "Three goals at most. Shall I draft the full OKR set for every team?",
+            )
+        ],
+        "no, let's keep it simple",
+        None,
+    ),
+    (
+        "chat",
+        [
+            (
+                "our build is slow",
+                "Caching dependencies helps. I could do a full build performance audit, want me to?",
+            )
+        ],
+        "which cache do you mean?",
+        None,
+    ),
+    (
+        "chat",
+        [
+            (
+                "i want to learn guitar",
+                "Start with open chords. Want me to make a complete twelve-week practice plan?",
+            )
+        ],
+        "how long a day should I practice",
+        None,
+    ),
+    (
+        "deep",
+        [("write a full analysis of housing affordability in dublin", HO.format(i=1))],
+        "do cork next",
+        "done",
+    ),
+    (
+        "deep",
+        [
+            (
+                "prepare a detailed due diligence checklist for acquiring a saas company",
+                HO.format(i=2),
+            )
+        ],
+        "now one for an e-commerce company",
+        "done",
+    ),
+    (
+        "deep",
+        [
+            (
+                "write a thorough comparison of three project management tools for agencies",
+                HO.format(i=3),
+            )
+        ],
+        "same but for freelancers",
+        "done",
+    ),
+    ("chat", [("how far is the moon?", "About 384,000 km.")], "and mars?", None),
+    ("chat", [("what's 18 times 7?", "126.")], "now 19 times 7", None),
+    (
+        "deep",
+        [("write a complete onboarding email sequence for our trial users", HO.format(i=4))],
+        "make the tone more playful and add a day 10 email",
+        "done",
+    ),
+    (
+        "deep",
+        [("write an in-depth whitepaper on our encryption design", HO.format(i=5))],
+        "can you add a threat model section",
+        "done",
+    ),
+    (
+        "chat",
+        [("give me a fun fact about octopuses", "They have three hearts.")],
+        "another one",
+        None,
+    ),
+    (
+        "chat",
+        [("analyze all our churned accounts from last year in depth", HO.format(i=6))],
+        "any update?",
+        "running",
+    ),
+    ("chat", [("write the full migration runbook", HO.format(i=7))], "is the runbook done", "done"),
+    (
+        "chat",
+        [("build a complete pricing model for the new plan", HO.format(i=8))],
+        "thanks, talk later",
+        "running",
+    ),
+    (
+        "deep",
+        [
+            (
+                "what's a b-tree?",
+                "A balanced tree for sorted data on disk. Want me to write a full explanation with diagrams?",
+            )
+        ],
+        "actually just implement one in c with insert, delete and tests",
+        None,
+    ),
+    (
+        "chat",
+        [
+            (
+                "any snow in the forecast for our area?",
+                "Likely, about 5 cm. Want me to check the weekend too?",
+            )
+        ],
+        "nah",
+        None,
+    ),
+]
+for i, (lane, pairs, text, job) in enumerate(cases_o):
+    turns = [[r, t] for q, a in pairs for r, t in (("user", q), ("assistant", a))]
+    add("O written blind, then fixed", lane, turns, text, job=job, spoken=i % 3 == 2)
+
 with open(sys.argv[1], "w") as f:
     for r in rows:
         f.write(json.dumps(r) + "\n")

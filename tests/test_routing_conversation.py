@@ -1,7 +1,7 @@
 """Routing reads the conversation (issue 30): an accepted offer, a follow-up, a question about
 the running job, decided from the turns before the last message, without an engine call.
 
-The multi-turn development set (`assistant/routing/conversation_dev.jsonl`, 116 cases) was
+The multi-turn development set (`assistant/routing/conversation_dev.jsonl`, 264 cases) was
 written for this issue by these rules, stated in README's routing section too:
 - each case is one to two exchanges and a last message; an earlier request on a topic no other
   case uses; the assistant's reply is a short answer, a hand-off notice ("Handed off to the
@@ -69,7 +69,7 @@ def test_dev_set_covers_both_lanes_every_rule_and_speech():
     deep = [c["lane"] == "deep" for c in cases]
     assert len(cases) >= 100 and 0.4 <= sum(deep) / len(cases) <= 0.6
     assert sum(c["style"] == "spoken" for c in cases) >= len(cases) / 4
-    assert len({c["rule"][0] for c in cases}) == 14  # groups A to N
+    assert len({c["rule"][0] for c in cases}) == 15  # groups A to O
     assert all(c["turns"] and c["turns"][-1][0] == "assistant" for c in cases)
     assert len({json.dumps([c["turns"], c["text"]]) for c in cases}) == len(cases)
 

@@ -115,7 +115,7 @@ _OFFERS = tuple(
         # "I can draft the whole plan, shall I?" / "I could X. Just say the word." / "I can X
         # if you want"
         rf"\bI\s+(?:can|could)\s+(?:also\s+)?{_TASK}\s*(?:for\s+you\s*)?(?:[,;:.\u2014-]+\s*|\s+)"
-        rf"(?:{_INVITE}){_END}",
+        rf"(?:just\s+)?(?:{_INVITE}){_END}",
         # "Shall I put together a full plan?" / "Want me to write it up?" / "Would it help if
         # I reviewed the setup?"
         rf"\b(?:shall|should)\s+I\s+(?:go\s+ahead\s+and\s+)?{_TASK}\s*(?:\?|$)",
@@ -262,7 +262,8 @@ _SAME = re.compile(
     r"(?:\s+(?:again|too|as\s+well))?\s+(?:for|with|about|on|in|but\s+for)\s+(?P<a>.+)"
     r"|(?:the\s+)?same(?:\s+thing)?\s+(?:for|with|about|but\s+for|in)\s+(?P<b>.+)"
     r"|(?:what|how)\s+about\s+(?P<c>.+)|(?:and\s+)?(?:for|in)\s+(?P<d>.+?)\s+(?:too|instead"
-    r"|as\s+well)|(?:and|now)\s+(?:for|in)\s+(?P<e>.+))$",
+    r"|as\s+well)|(?:and|now)\s+(?:for|in)\s+(?P<e>.+)"
+    r"|(?:(?:and|now)\s+)?(?:one|another(?:\s+one)?)\s+(?:for|about|on)\s+(?P<f>.+))$",
     re.IGNORECASE,
 )
 _REFINES = re.compile(
