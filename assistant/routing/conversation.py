@@ -10,7 +10,8 @@ earlier request), so each decision still says what decided it.
 The rules, first match wins:
 - an acceptance ("yes please", "ok do it", "go ahead") of the assistant's last offer: the
   offered task is what is routed, and it is the job's text;
-- a refusal of the offer ("no thanks", "not now"): chat;
+- a refusal of the offer ("no thanks", "not now"): chat; any other short reply to it with
+  nothing against it, no question and no new request ("interested!") accepts it;
 - a question about the job of this conversation that is running or just finished ("is it
   done?"): chat;
 - a follow-up that only makes sense with the earlier request ("now do the same for Berlin",
