@@ -14,10 +14,13 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from assistant.errors import AssistantError, BadInput
 from assistant.settings import Settings, load_settings
+
+if TYPE_CHECKING:
+    from assistant.routing.conversation import Conversation
 
 
 def _print_json(obj: Any) -> None:
@@ -138,13 +141,34 @@ def cmd_route(args: argparse.Namespace, settings: Settings) -> int:
     from assistant.routing.router import Router
 
     router = Router.load().warm()  # so the first decision's ms is a decision, not a load
+    context = read_history(Path(args.history)) if args.history else None
     for text in args.text:
-        d = router.decide(text)
+        d = router.decide(text, conversation=context)
         if args.json:
             _print_json({"lane": d.lane, "reason": d.reason, "ms": round(d.ms, 2)})
         else:
             print(f"{d.lane}\t{d.reason}\t{d.ms:.1f} ms\t{text}")
     return 0
+
+
+def read_history(path: Path) -> Conversation:
+    """The turns before the routed text, as an OpenAI client sends them (`route --history`)."""
+    from assistant.routing.conversation import Conversation, with_known
+
+    try:
+        raw = path.read_text()
+        rows = (
+            json.loads(raw)
+            if raw.lstrip().startswith("[")
+            else [json.loads(line) for line in raw.splitlines() if line.strip()]
+        )
+    except (OSError, ValueError) as e:
+        raise AssistantError(f"cannot read the history {path}: {e}") from e
+    if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
+        raise AssistantError(f"{path}: the history must be a list of {{role, content}} messages")
+    jobs = [str(r.get("content")) for r in rows if r.get("role") == "job"]
+    job = jobs[-1] if jobs and jobs[-1] in ("running", "done") else None
+    return with_known(Conversation.of_messages(rows), job=job)
 
 
 def cmd_transcribe(args: argparse.Namespace, settings: Settings) -> int:
@@ -251,6 +275,12 @@ def parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("route", help="the routing decision only, no engine call")
     s.add_argument("text", nargs="+")
+    s.add_argument(
+        "--history",
+        metavar="FILE",
+        help="the conversation before TEXT: a JSON list of {role, content} messages "
+        "(or JSON lines of them); a job of it running: a message {role: job, content: running}",
+    )
     s.add_argument("--json", action="store_true")
     s.set_defaults(fn=cmd_route)
 

@@ -152,6 +152,9 @@ class TurnResult:
     """The chat model called the `delegate` tool."""
     turn_id: int | None = None
     """The stored turn's id, once stored."""
+    offer: str | None = None
+    """The task the reply offered to take on ("draft the migration plan"): a "yes" to it on the
+    next turn delegates this task (issue 30)."""
 
     def as_json(self) -> dict:
         return {

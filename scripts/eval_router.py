@@ -3,7 +3,8 @@ recall side by side, each with its n.
 
     .venv/bin/python scripts/eval_router.py [--typed ../shared/routing/dev.jsonl]
         [--spoken assistant/routing/spoken_dev.jsonl]
-        [--eval assistant/routing/spoken_eval.jsonl] [--errors] [--json]
+        [--eval assistant/routing/spoken_eval.jsonl]
+        [--conversations assistant/routing/conversation_dev.jsonl] [--errors] [--json]
 
 Two routers are scored, both through `Router.decide` (cues first, then the classifier):
 - shipped: the head in `assistant/data/router_head.npz`, fitted on the training sets alone
@@ -13,6 +14,10 @@ Two routers are scored, both through `Router.decide` (cues first, then the class
 Spoken requests route as well as typed ones when, for each router, the spoken accuracy and
 deep recall are at least the typed ones. The spoken evaluation set is the one written by
 other rules than the normaliser's (different fillers, run-on questions, one-word answers).
+
+The multi-turn set (issue 30) is routed twice by the shipped router: with the turns before
+each last message, as an OpenAI client sends them (no stored lane, no recorded offer: the
+offer is read from the reply's text), and on the last message alone, as before the issue.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
+from assistant.routing.conversation import Conversation
 from assistant.routing.router import Router, embed, load_examples
 
 try:
@@ -69,6 +75,39 @@ def score(router: Router, texts: Sequence[str], deep: np.ndarray) -> Score:
     )
 
 
+CONVERSATIONS = Path(__file__).resolve().parents[1] / "assistant/routing/conversation_dev.jsonl"
+
+
+def load_conversations(path: Path = CONVERSATIONS) -> list[dict]:
+    """The multi-turn cases: {"turns": [[role, text]...], "job", "text", "lane", "rule"}."""
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def conversation_of(case: dict) -> Conversation:
+    return Conversation(turns=tuple((r, t) for r, t in case["turns"]), job=case.get("job"))
+
+
+def score_conversations(router: Router, cases: Sequence[dict], *, read: bool = True) -> Score:
+    """The full decision on each case's last message, with its conversation (`read`) or alone."""
+    decisions = [
+        router.decide(c["text"], conversation=conversation_of(c) if read else None) for c in cases
+    ]
+    pred = np.array([d.lane == "deep" for d in decisions])
+    deep = np.array([c["lane"] == "deep" for c in cases])
+    misses = [
+        {"text": c["text"], "lane": c["lane"], "reason": d.reason, "rule": c["rule"]}
+        for c, d, p, y in zip(cases, decisions, pred, deep, strict=True)
+        if p != y
+    ]
+    return Score(
+        accuracy=float((pred == deep).mean()),
+        deep_recall=float(pred[deep].mean()),
+        n=len(cases),
+        by_cue=sum(d.reason.startswith("cue") for d in decisions),
+        misses=misses,
+    )
+
+
 def held_out_router(router: Router) -> Router:
     """The shipped router with its head refitted on the training sets only (same ridge
     strength and threshold), so no dev line has been seen."""
@@ -104,6 +143,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--typed", type=Path, default=TYPED_DEV)
     ap.add_argument("--spoken", type=Path, default=SPOKEN_DEV)
     ap.add_argument("--eval", type=Path, default=SPOKEN_EVAL)
+    ap.add_argument("--conversations", type=Path, default=CONVERSATIONS)
     ap.add_argument("--errors", action="store_true", help="list the misrouted requests")
     ap.add_argument("--json", action="store_true", help="one JSON object on stdout")
     args = ap.parse_args(argv)
@@ -113,14 +153,18 @@ def main(argv: list[str] | None = None) -> int:
             return 1
 
     results = evaluate(args.typed, args.spoken, args.eval)
+    cases = load_conversations(args.conversations)
+    shipped = Router.load()
+    results["shipped"]["multi-turn"] = score_conversations(shipped, cases)
+    results["shipped"]["last msg only"] = score_conversations(shipped, cases, read=False)
     if args.json:
         print(json.dumps({k: {s: asdict(v) for s, v in r.items()} for k, r in results.items()}))
         return 0
-    print(f"{'router':<10} {'set':<11} {'n':>4} {'accuracy':>9} {'deep recall':>12} {'by cue':>7}")
+    print(f"{'router':<10} {'set':<13} {'n':>4} {'accuracy':>9} {'deep recall':>12} {'by cue':>7}")
     for name, sets in results.items():
         for kind, s in sets.items():
             print(
-                f"{name:<10} {kind:<11} {s.n:>4} {s.accuracy:>9.3f} {s.deep_recall:>12.3f}"
+                f"{name:<10} {kind:<13} {s.n:>4} {s.accuracy:>9.3f} {s.deep_recall:>12.3f}"
                 f" {s.by_cue:>7}"
             )
             for m in s.misses if args.errors else ():

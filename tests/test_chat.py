@@ -21,7 +21,9 @@ from tests.simengine_proc import sim_requests, sim_reset
 class StubRouter:
     """Routing is tested on its own; here every turn goes to the lane asked for."""
 
-    def decide(self, text: str, *, explicit: bool = False) -> RouteDecision:
+    def decide(
+        self, text: str, *, explicit: bool = False, conversation: object = None
+    ) -> RouteDecision:
         if explicit:
             return RouteDecision("deep", "explicit: delegate action", 0.0, text)
         return RouteDecision("chat", "stub", 0.0, text)

@@ -25,7 +25,9 @@ SPEECH = wav_bytes((np.sin(np.arange(16000) / 5) * 8000).astype(np.int16), 16000
 
 
 class Router:
-    def decide(self, text: str, *, explicit: bool = False) -> RouteDecision:
+    def decide(
+        self, text: str, *, explicit: bool = False, conversation: object = None
+    ) -> RouteDecision:
         return RouteDecision("deep" if explicit else "chat", "stub", 0.0, text)
 
 

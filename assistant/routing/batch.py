@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from assistant.records import RouteDecision
 
 if TYPE_CHECKING:
+    from assistant.routing.conversation import Conversation
     from assistant.routing.router import Router
 
 MAX_BATCH = 16
@@ -30,6 +31,7 @@ class _Waiting:
     router: Router
     text: str
     decided: asyncio.Future[RouteDecision]
+    conversation: Conversation | None = None
 
 
 @dataclass
@@ -42,13 +44,20 @@ class RouteBatcher:
     _tasks: set[asyncio.Task] = field(default_factory=set)
     _loop: asyncio.AbstractEventLoop | None = None
 
-    async def decide(self, router: Router, text: str, *, explicit: bool = False) -> RouteDecision:
+    async def decide(
+        self,
+        router: Router,
+        text: str,
+        *,
+        explicit: bool = False,
+        conversation: Conversation | None = None,
+    ) -> RouteDecision:
         if explicit:  # no encoder pass
             return router.decide(text, explicit=True)
         loop = asyncio.get_running_loop()
         if loop is not self._loop:  # a new loop (the CLI runs one per command): start afresh
             self._loop, self._waiting, self._tasks = loop, [], set()
-        waiting = _Waiting(router, text, loop.create_future())
+        waiting = _Waiting(router, text, loop.create_future(), conversation)
         self._waiting.append(waiting)
         if len(self._tasks) < self.passes:
             task = loop.create_task(self._run(), name="route-batch")
@@ -65,7 +74,7 @@ class RouteBatcher:
             if not batch:
                 continue
             try:
-                decisions = await asyncio.to_thread(_decide_many, router, [w.text for w in batch])
+                decisions = await asyncio.to_thread(_decide_many, router, batch)
             except Exception as e:  # handed to every turn that waited for it
                 for w in batch:
                     if not w.decided.done():
@@ -76,6 +85,15 @@ class RouteBatcher:
                     w.decided.set_result(decision)
 
 
-def _decide_many(router: Router, texts: list[str]) -> list[RouteDecision]:
+def _decide_many(router: Router, batch: list[_Waiting]) -> list[RouteDecision]:
+    texts = [w.text for w in batch]
+    convs = [w.conversation for w in batch]
     many = getattr(router, "decide_many", None)  # a stand-in router may decide one at a time
-    return many(texts) if many is not None else [router.decide(t) for t in texts]
+    if many is None:
+        return [_one(router, w.text, w.conversation) for w in batch]
+    # a stand-in router that reads no conversation is given none
+    return many(texts, convs) if any(c is not None for c in convs) else many(texts)
+
+
+def _one(router: Router, text: str, conversation: Conversation | None) -> RouteDecision:
+    return router.decide(text, conversation=conversation) if conversation else router.decide(text)

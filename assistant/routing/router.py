@@ -1,7 +1,9 @@
 """Which lane a request goes to (DESIGN.md section 3), first match wins:
 
 1. explicit: the UI's Delegate action, or a cue at the very start ("delegate ...");
-2. the classifier: MiniLM embedding + logistic regression, no engine call, a few ms;
+2. the conversation (`routing.conversation`): an accepted offer, a follow-up, a question about
+   the running job; then the classifier: MiniLM embedding + logistic regression, no engine
+   call, a few ms, on the text a conversation rule points at or else the message itself;
 3. the chat model's own `delegate` tool: that runs in the turn code; this module only
    supplies the tool schema and the decision it leads to.
 
@@ -23,6 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from assistant.records import Lane, RouteDecision
+from assistant.routing.conversation import Conversation, Reading, follow_up_task, read
 from assistant.routing.embedder import Encoder, MiniLM
 from assistant.routing.spoken import FILLERS, OPENERS, normalise, strip_fillers
 
@@ -134,6 +137,9 @@ class Head:
             )
 
 
+_EARLIER_READ = 1
+"""How many earlier requests a follow-up may lead back through ("the same for Rome" after
+"now Berlin" after a research request): each costs an encoder pass."""
 _TRAILING = re.compile(r"[\s?.!\u2026]+$")
 ROUTE_TOKENS = 64
 """Tokens the classifier reads (start and end of long text): every training request fits,
@@ -183,22 +189,34 @@ class Router:
         self.decide("warming up the router")
         return self
 
-    def decide(self, text: str, *, explicit: bool = False) -> RouteDecision:
+    def decide(
+        self, text: str, *, explicit: bool = False, conversation: Conversation | None = None
+    ) -> RouteDecision:
+        """The lane of `text`, read with the `conversation` before it when there is one."""
         start = time.perf_counter()
-        lane, reason, rest = self._decide(text, explicit)
+        lane, reason, rest = self._decide((text or "").strip(), explicit, conversation)
         ms = (time.perf_counter() - start) * 1000.0
         return RouteDecision(lane=lane, reason=reason, ms=ms, text=rest)
 
-    def decide_many(self, texts: Sequence[str]) -> list[RouteDecision]:
+    def decide_many(
+        self, texts: Sequence[str], conversations: Sequence[Conversation | None] | None = None
+    ) -> list[RouteDecision]:
         """`decide` for several requests at once: one encoder pass for all that need the
-        classifier (`routing.batch` gathers the requests of concurrent turns)."""
+        classifier on their own text (`routing.batch` gathers the requests of concurrent
+        turns); a request a conversation rule applies to is decided on its own."""
         start = time.perf_counter()
-        found = [self._explicit((t or "").strip(), False) for t in texts]
+        texts = [(t or "").strip() for t in texts]
+        convs = list(conversations or [None] * len(texts))
+        found = [self._explicit(t, False) for t in texts]
+        for i, (t, conv) in enumerate(zip(texts, convs, strict=True)):
+            reading = read(t, conv) if found[i] is None else None
+            if reading is not None:
+                found[i] = self._by_reading(reading, t, conv)  # type: ignore[arg-type]
         need = [i for i, f in enumerate(found) if f is None]
         if need:
-            p = self.classify([(texts[i] or "").strip() for i in need])
+            p = self.classify([texts[i] for i in need])
             for i, p_deep in zip(need, p, strict=True):
-                found[i] = self._classified(float(p_deep), (texts[i] or "").strip())
+                found[i] = self._classified(float(p_deep), texts[i])
         ms = (time.perf_counter() - start) * 1000.0
         return [RouteDecision(lane=f[0], reason=f[1], ms=ms, text=f[2]) for f in found]  # type: ignore[index]
 
@@ -206,12 +224,35 @@ class Router:
         """P(deep) per text, the classifier alone (no cues)."""
         return self.head.p_deep(embed(self.encoder, texts))
 
-    def _decide(self, text: str, explicit: bool) -> tuple[Lane, str, str]:
-        text = (text or "").strip()
+    def _decide(
+        self, text: str, explicit: bool, conversation: Conversation | None, depth: int = 0
+    ) -> tuple[Lane, str, str]:
         found = self._explicit(text, explicit)
         if found is not None:
             return found
+        reading = read(text, conversation) if depth <= _EARLIER_READ else None
+        if reading is not None:
+            return self._by_reading(reading, text, conversation, depth)  # type: ignore[arg-type]
         return self._classified(float(self.classify([text])[0]), text)
+
+    def _by_reading(
+        self, reading: Reading, text: str, conversation: Conversation, depth: int = 0
+    ) -> tuple[Lane, str, str]:
+        """The decision a conversation rule leads to: its own lane, the earlier request's, or
+        the classifier's on the text the rule names (the offered task)."""
+        if reading.lane is not None:
+            return reading.lane, reading.reason, text
+        if reading.inherit:
+            if conversation.last_lane is not None:
+                lane, why = conversation.last_lane, f"{conversation.last_lane} lane"
+                earlier = conversation.last_task or reading.ask
+            else:  # a client's history: the earlier request is routed again, in its context
+                before = conversation.before_last_request()
+                lane, why, earlier = self._decide(reading.ask, False, before, depth + 1)
+            task = follow_up_task(earlier, text) if lane == "deep" else text
+            return lane, f"{reading.reason} ({why})", task
+        lane, why, _ = self._classified(float(self.classify([reading.ask])[0]), reading.ask)
+        return lane, f"{reading.reason} ({why})", reading.task if lane == "deep" else text
 
     @staticmethod
     def _explicit(text: str, explicit: bool) -> tuple[Lane, str, str] | None:

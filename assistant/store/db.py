@@ -164,6 +164,7 @@ class Store(JobRows):
             "tokens": result.tokens,
             "tokens_per_s": result.tokens_per_s,
             "job_id": result.job_id,
+            "offer": result.offer,
         }
         with self.tx() as db:
             updated = turn_id is not None and (
@@ -252,4 +253,5 @@ def _turn_from_row(r: sqlite3.Row) -> TurnResult:
         tokens=r["tokens"],
         tokens_per_s=r["tokens_per_s"],
         turn_id=r["id"],
+        offer=r["offer"],
     )

@@ -198,6 +198,14 @@ class JobRows:
                 )
             return len(requeued)
 
+    def conversation_job(self, conversation_id: str) -> Job | None:
+        """The latest job a conversation delegated: routing reads whether it still runs."""
+        rows = self._query(
+            "SELECT * FROM jobs WHERE conversation_id=? ORDER BY created_at DESC LIMIT 1",
+            (conversation_id,),
+        )
+        return _job_from_row(rows[0]) if rows else None
+
     def unnotified(self, owner: str) -> list[Job]:
         rows = self._query(
             "SELECT * FROM jobs WHERE owner=? AND notified=0 AND state IN ('done','failed') "

@@ -105,10 +105,17 @@ def _m4_job_crashes(db: sqlite3.Connection) -> None:
     db.execute("ALTER TABLE jobs ADD COLUMN crashes INTEGER NOT NULL DEFAULT 0")
 
 
+def _m5_turn_offers(db: sqlite3.Connection) -> None:
+    """The task a chat reply offered to take on ("Shall I draft the plan?"), so that "yes
+    please" on the next turn starts that task as a job (issue 30)."""
+    db.execute("ALTER TABLE turns ADD COLUMN offer TEXT")
+
+
 # Append only: a migration, once shipped, never changes. user_version counts those applied.
 MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     _m1_core,
     _m2_jobs,
     _m3_conversation_list,
     _m4_job_crashes,
+    _m5_turn_offers,
 ]

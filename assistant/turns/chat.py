@@ -18,6 +18,7 @@ from assistant.engine.transcript import resumed
 from assistant.errors import AssistantError, BadInput, BudgetExhausted
 from assistant.records import Message, Reply, RouteDecision, TurnEvent, TurnResult, now_ms
 from assistant.routing.batch import RouteBatcher
+from assistant.routing.conversation import Conversation, find_offer
 from assistant.settings import LaneConfig, Settings
 from assistant.store.db import Store
 from assistant.turns.guard import guarded
@@ -86,6 +87,37 @@ class ChatService:
             (u, r.reply) for u, r in self.store.turns(conversation_id) if r.reply and not r.error
         ]
 
+    def conversation(
+        self, conversation_id: str | None, given: tuple[tuple[str, str], ...] | None = None
+    ) -> Conversation | None:
+        """What the router reads besides the message (issue 30): the last exchanges, the offer
+        the last reply made, the lane and task of the last request, and whether a job of this
+        conversation runs or has just finished. None: nothing came before."""
+        job = self.store.conversation_job(conversation_id) if conversation_id else None
+        state = None
+        if job is not None and job.state in ("queued", "running"):
+            state = "running"
+        elif job is not None and job.state == "done" and self.store.clock() - job.updated_at < 600:
+            state = "done"  # finished in the last ten minutes: "is it done?" is about it
+        if given is not None:  # a client's own history: the offer is read from its text
+            pairs = list(given)
+            return Conversation.of_exchanges(pairs, job=state) if pairs else None
+        stored = self.store.turns(conversation_id)[-3:] if conversation_id else []
+        stored = [(u, r) for u, r in stored if r.reply and not r.error]
+        if not stored:
+            return None
+        last = stored[-1][1]
+        task = ""
+        if last.job_id and (done := self.store.job(last.job_id)) is not None:
+            task = done.prompt
+        return Conversation.of_exchanges(
+            [(u, r.reply) for u, r in stored],
+            offer=last.offer,
+            job=state,
+            last_lane=last.lane,
+            last_task=task,
+        )
+
     async def turn(
         self,
         text: str,
@@ -112,7 +144,12 @@ class ChatService:
         if decision is None:
             # the classifier is CPU work (an encoder pass): off the event loop, like STT and
             # TTS, and one pass for the requests of all turns that are routing at once
-            decision = await self.batcher.decide(self.router, text, explicit=force_deep)
+            decision = await self.batcher.decide(
+                self.router,
+                text,
+                explicit=force_deep,
+                conversation=self.conversation(conversation_id, history),
+            )
         rec.set("route", now_ms() - t0)
         yield TurnEvent("route", decision=decision)
         result: TurnResult
@@ -248,6 +285,8 @@ class ChatService:
             return
         result.delegate_requested = reply.delegate_requested
         result.reply = reply.content
+        if lane.name == "chat":  # kept with the turn: a "yes" next turn delegates this task
+            result.offer = find_offer(reply.content)
         result.reasoning = reply.reasoning
         result.finish_reason = reply.finish_reason
         result.incomplete = reply.incomplete

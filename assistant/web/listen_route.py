@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from assistant.errors import AssistantError
-from assistant.records import now_ms
+from assistant.records import RouteDecision, now_ms
 from assistant.settings import Settings
 from assistant.speech.audio import SAMPLE_RATE
 from assistant.web.turns import SpeechModels
@@ -152,8 +152,11 @@ def add_listen_route(app: Any, rt: Runtime, speech: SpeechModels) -> None:
                 return await speech.tts(None, float(prefs.get("rate", 1.0)))
 
         async def route(text: str) -> str:
-            decision = await asyncio.to_thread(rt.router.decide, text)
-            return str(decision.lane)
+            def decide() -> RouteDecision:  # the conversation is read too (issue 30)
+                context = rt.turns.chat.conversation(conversation())
+                return rt.router.decide(text, conversation=context)
+
+            return str((await asyncio.to_thread(decide)).lane)
 
         session = VoiceSession(
             listener, rt.turns, owner=owner, conversation=conversation, tts=tts, route=route,

@@ -83,6 +83,8 @@ def meta_line(result: TurnResult) -> str:
         parts.append(f"{result.tokens_per_s:.0f} tok/s")
     if result.job_id:
         parts.append(f"job {result.job_id}")
+    if result.offer:  # a "yes" next turn hands this task to the deep lane (issue 30)
+        parts.append(f"offer: {result.offer} (say yes to hand it off)")
     return "<sub>" + " · ".join(html.escape(str(p)) for p in parts) + "</sub>"
 
 
