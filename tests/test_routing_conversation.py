@@ -202,6 +202,19 @@ def test_follow_ups_inherit_the_earlier_requests_lane(router: Router):
     assert (status.lane, status.reason) == ("chat", "asks about the delegated job")
 
 
+def test_the_last_answer_in_another_shape_stays_on_the_chat_lane(router: Router):
+    # "and in one line?" after a report is not the report again for a place called "one
+    # line": the chat lane has the answer in its history (Open WebUI's follow-up was a job)
+    report = Conversation.of_exchanges(
+        [("Delegate: write a long report on rivers.", "Rivers shape the land ...")]
+    )
+    for shape in ("Thanks! And in one line?", "and in plain English", "and in two sentences?"):
+        d = router.decide(shape, conversation=report)
+        assert d.lane == "chat" and d.reason.startswith("asks for the last answer in"), shape
+    berlin = router.decide("And in Berlin?", conversation=report)
+    assert berlin.lane == "deep" and "Berlin" in berlin.reason
+
+
 @pytest.mark.model
 async def test_batched_decisions_read_each_turns_conversation(router: Router):
     batcher = RouteBatcher()

@@ -267,6 +267,14 @@ _SAME = re.compile(
     r"|(?:(?:and|now)\s+)?(?:one|another(?:\s+one)?)\s+(?:for|about|on)\s+(?P<f>.+))$",
     re.IGNORECASE,
 )
+_FORMAT = re.compile(
+    r"^(?:just\s+|only\s+)?(?:a|an|one|two|three|four|five|\d+|a\s+few|few|plain|simple|short"
+    r"|brief|fewer|bullet)?\s*(?:\w+\s+)?(?:line|lines|sentence|sentences|word|words|paragraph"
+    r"|paragraphs|bullets?|bullet\s+points|points|terms|english|tweet|summary|nutshell)$",
+    re.IGNORECASE,
+)
+"""A "place" in "and in one line?" that is a shape for the last answer, not a new subject."""
+
 _REFINES = re.compile(
     r"^(?:(?:and|now|ok(?:ay)?|great|thanks|cool|nice|also|but|please|can\s+you|could\s+you)"
     r"[\s,.!]+)*(?:make\s+(?:it|that|them|the\s+\w+)|add|include|remove|drop|cut|shorten"
@@ -345,6 +353,11 @@ def read(text: str, conversation: Conversation | None) -> Reading | None:
     if not earlier or len(said.split()) > 25:
         return None
     same = _SAME.match(said.rstrip("?.! "))
+    if same and _FORMAT.match(next(g for g in same.groups() if g)):
+        # "and in one line?": the answer just given, reshaped; the chat lane has it in its
+        # history, and a job would redo the whole work for a summary
+        place = _short(next(g for g in same.groups() if g), 4)
+        return Reading(f"asks for the last answer in {place}", lane="chat", task=said)
     if same or _REFINES.match(said):
         what = "refines the earlier request"
         if same:
