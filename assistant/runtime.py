@@ -13,7 +13,7 @@ import httpx
 from assistant.engine.client import Engine, build_client
 from assistant.engine.embedded import CHAT_BUDGET, DEEP_BUDGET, NOTICE, EmbeddedEngine
 from assistant.engine.lanes import LaneScheduler
-from assistant.engine.transcript import Transcript
+from assistant.engine.transcript import TranscriptPrompt
 from assistant.errors import EngineUnavailable
 from assistant.jobs import JobQueue, JobWorker
 from assistant.loop_lag import LoopLag
@@ -119,7 +119,7 @@ class Runtime:
             context=self.info.context,
             # the embedded model is a base model: prompted as a transcript, not a chat
             transcript=(
-                Transcript(self.prompts.transcript, self.prompts.transcript_deep)
+                TranscriptPrompt(self.prompts.transcript, self.prompts.transcript_deep)
                 if embedded
                 else None
             ),

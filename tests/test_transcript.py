@@ -5,12 +5,12 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 from assistant.engine.client import Engine, collect
-from assistant.engine.transcript import CONTINUE, Transcript
+from assistant.engine.transcript import CONTINUE, TranscriptPrompt
 from assistant.records import Message
 from assistant.turns.prompt import Prompts
 
 OPENING = "A conversation.\n\nUser: hi\nAssistant: Hello."
-T = Transcript(OPENING, "User: task\nAssistant: Long answer.\n\nIn paragraphs.")
+T = TranscriptPrompt(OPENING, "User: task\nAssistant: Long answer.\n\nIn paragraphs.")
 
 
 def test_history_is_kept_one_line_per_turn_ending_at_the_assistant():

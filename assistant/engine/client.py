@@ -28,7 +28,7 @@ from assistant.engine.profile import (
     priority_rejected,
     tools_refused,
 )
-from assistant.engine.transcript import Transcript, estimate_tokens
+from assistant.engine.transcript import TranscriptPrompt, estimate_tokens
 from assistant.errors import EngineError, EngineUnavailable
 from assistant.records import (
     CRASHED,
@@ -100,7 +100,7 @@ class Engine:
         model: str | None,
         slots: int | None = None,
         context: int | None = None,
-        transcript: Transcript | None = None,
+        transcript: TranscriptPrompt | None = None,
         supervisor: Supervisor | None = None,
     ):
         if kind not in PROFILES:

@@ -3,7 +3,7 @@ prompt (a transcript that the model continues).
 
 Both belong to the engine call, not to the conversation: a deep answer preempted on the deep
 lane is resumed by `assistant.engine.generation` with `resumed`, and the engine client renders
-a base model's request with `Transcript`.
+a base model's request with `TranscriptPrompt`.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ def resumed(messages: list[Message], partial: str) -> list[Message]:
 
 
 @dataclass(frozen=True)
-class Transcript:
+class TranscriptPrompt:
     """How a base model is prompted: as a transcript that opens with example exchanges, ending
     at "Assistant:", and stopped at the next speaker's turn.
 

@@ -25,9 +25,9 @@ class Prompts:
     system: str
     delegate: str
     transcript: str = ""
-    """The opening of a base model's chat transcript (see `Transcript`)."""
+    """The opening of a base model's chat transcript (see `TranscriptPrompt`)."""
     transcript_deep: str = ""
-    """A long example answer that follows it (see `Transcript.long_example`)."""
+    """A long example answer that follows it (see `TranscriptPrompt.long_example`)."""
 
     @classmethod
     def load(cls, directory: Path = PROMPTS_DIR) -> Prompts:
