@@ -1,0 +1,89 @@
+"""A speech server that fails on purpose, on loopback in a thread: the mode is the first part
+of the path (`http://127.0.0.1:PORT/MODE/v1`), so one server serves every kind of failure.
+
+Modes: `slow` (answers after `SLOW_S`), `junk` (200 with an HTML page), `nojson` (200 JSON
+without a text), `error` (HTTP 500), `wavonly` (speech: 400 for `pcm`, a WAV otherwise).
+Every request is recorded (`requests`: (mode, path, response_format)).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import numpy as np
+
+from assistant.speech.audio import wav_bytes
+
+SLOW_S = 3.0
+RATE = 16000
+
+
+def tone_wav(seconds: float = 0.5) -> bytes:
+    t = np.arange(int(RATE * seconds)) / RATE
+    return wav_bytes((np.sin(2 * np.pi * 220 * t) * 8000).astype("<i2"), RATE)
+
+
+class FaultServer(ThreadingHTTPServer):
+    daemon_threads = True
+    requests: list[tuple[str, str, str]]
+
+
+class Handler(BaseHTTPRequestHandler):
+    server: FaultServer
+
+    def log_message(self, *args: object) -> None:  # quiet
+        pass
+
+    def do_POST(self) -> None:
+        body = self.rfile.read(int(self.headers.get("content-length", 0)))
+        mode, _, rest = self.path.strip("/").partition("/")
+        fmt = ""
+        if rest.endswith("audio/speech"):
+            fmt = json.loads(body).get("response_format", "")
+        else:
+            found = re.search(rb'name="response_format"\r\n\r\n(\w+)', body)
+            fmt = found.group(1).decode() if found else ""
+        self.server.requests.append((mode, rest, fmt))
+        if mode == "slow":
+            time.sleep(SLOW_S)
+            return self._send(200, b'{"text": "late"}', "application/json")
+        if mode == "junk":
+            return self._send(200, b"<html><body>Welcome to nginx!</body></html>", "text/html")
+        if mode == "nojson":
+            return self._send(200, b'{"result": "ok"}', "application/json")
+        if mode == "error":
+            return self._send(500, b'{"error": {"message": "model crashed"}}', "application/json")
+        if mode == "wavonly" and rest.endswith("audio/speech"):
+            if fmt == "pcm":
+                error = b'{"error": {"message": "unsupported response_format pcm"}}'
+                return self._send(400, error, "application/json")
+            return self._send(200, tone_wav(), "audio/wav")
+        return self._send(404, b"{}", "application/json")
+
+    def _send(self, status: int, body: bytes, kind: str) -> None:
+        self.send_response(status)
+        self.send_header("content-type", kind)
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        with contextlib.suppress(OSError):  # the client gave up (the slow mode's deadline)
+            self.wfile.write(body)
+
+
+@contextlib.contextmanager
+def fault_server() -> Iterator[tuple[str, FaultServer]]:
+    """(base `http://127.0.0.1:PORT`, server) until the block ends."""
+    server = FaultServer(("127.0.0.1", 0), Handler)
+    server.requests = []
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", server
+    finally:
+        server.shutdown()
+        server.server_close()
