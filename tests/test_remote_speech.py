@@ -304,3 +304,25 @@ def test_the_live_voice_bench_reports_its_stages_with_remote_speech(
         assert report["push_to_talk"][stage]["n"] >= 1, report["push_to_talk"]
     assert report["turns_without_audio"] == {"pipelined": 0, "sequential": 0, "live": 0}
     assert os.environ.get("ASSISTANT_STT_URL") is None  # the test process stays embedded
+
+
+def test_the_doctor_checks_the_speech_servers(server: App, sim: str, tmp_path: Path) -> None:
+    env = app_env(tmp_path, sim, ASSISTANT_STT_URL=server.url + "v1",
+                  ASSISTANT_TTS_URL=server.url + "v1")  # fmt: skip
+    out = cli("doctor", "--json", env=env)
+    assert out.returncode == 0, out.stdout + out.stderr
+    checks = {c["name"]: c for c in json.loads(out.stdout)["checks"]}
+    for name in ("speech-to-text server", "text-to-speech server", "transcription"):
+        assert checks[name]["ok"] is True and " ms" in checks[name]["detail"], checks[name]
+    # the app lists only its chat model: said, and settled by the requests that follow
+    assert checks["speech-to-text model"]["ok"] is None
+    trip = checks["spoken sentence"]
+    assert trip["ok"] is True and "fox" in trip["detail"]
+    assert "transcribed back in" in trip["detail"]
+    down = cli("doctor", "--json", env={**env, "ASSISTANT_STT_URL": DOWN})
+    assert down.returncode == 1
+    checks = {c["name"]: c for c in json.loads(down.stdout)["checks"]}
+    assert checks["speech-to-text server"]["ok"] is False
+    assert "unreachable" in checks["speech-to-text server"]["detail"]
+    assert checks["transcription"]["ok"] is False and DOWN in checks["transcription"]["detail"]
+    assert checks["text-to-speech server"]["ok"] is True  # each side on its own

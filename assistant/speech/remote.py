@@ -159,8 +159,9 @@ class RemoteTTS:
             speed=self.speed,
         ) as response:
             kind = response.headers.get("content-type", "")
+            stated = response.headers.get("x-sample-rate", "")  # Piper servers say theirs
             body = b"".join(response.iter_bytes())
-        return decode_speech(body, fmt, kind)
+        return decode_speech(body, fmt, kind, int(stated) if stated.isdigit() else PCM_RATE)
 
     def at_rate(self, rate: float) -> RemoteTTS:
         """This voice at `rate` times its speed (the request's `speed`)."""
@@ -173,15 +174,23 @@ class RemoteTTS:
         """Nothing to load here; the doctor checks the server."""
 
 
-def decode_speech(body: bytes, fmt: str, content_type: str = "") -> tuple[int, bytes]:
-    """(sample rate, mono int16 PCM) from a speech server's answer, or ValueError (junk)."""
+def decode_speech(
+    body: bytes, fmt: str, content_type: str = "", pcm_rate: int = PCM_RATE
+) -> tuple[int, bytes]:
+    """(sample rate, mono int16 PCM) from a speech server's answer, or ValueError (junk);
+    raw PCM is at `pcm_rate` (OpenAI's 24 kHz unless the server stated its own)."""
     if body[:4] == b"RIFF":  # a WAV, whatever was asked for (some servers ignore the format)
-        return parse_wav(body)
+        rate, pcm = parse_wav(body)
+        if not pcm:
+            raise ValueError("it sent a WAV without samples")
+        return rate, pcm
     if content_type.startswith(("text/", "application/json")) or body[:1] in (b"{", b"<"):
         raise ValueError(f"it sent {content_type or 'text'}, not audio: {_short(repr(body), 120)}")
     if fmt != "pcm":
         raise ValueError(f"asked for {fmt}, it sent {len(body)} bytes that are not a WAV")
-    return PCM_RATE, body[: len(body) - len(body) % 2]
+    if not body:
+        raise ValueError("it sent no audio")
+    return pcm_rate, body[: len(body) - len(body) % 2]
 
 
 def parse_wav(data: bytes) -> tuple[int, bytes]:
