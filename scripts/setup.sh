@@ -21,6 +21,9 @@ if [ "${1:-}" = "--test" ]; then extras="[test]"; fi
 .venv/bin/python -m pip install -q --no-deps pipecat-ai==1.14.0
 # The real-vLLM test tier: vLLM for CPU in an environment of its own (no torch in .venv).
 if [ "${1:-}" = "--test" ]; then ./scripts/setup_vllm.sh; fi
+# Speech servers nobody here wrote, each in an environment of its own (.venv-stt, .venv-tts),
+# for the remote-speech tests (tests/test_speech_servers.py).
+if [ "${1:-}" = "--test" ]; then ./scripts/setup_speech_servers.sh; fi
 # nginx: the reverse proxy the attack tests put in front of the app (tests/test_attacks.py).
 if [ "${1:-}" = "--test" ] && { ! command -v chromium >/dev/null 2>&1 ||
   ! PATH="$PATH:/usr/sbin" command -v nginx >/dev/null 2>&1; }; then

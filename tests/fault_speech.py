@@ -2,7 +2,8 @@
 of the path (`http://127.0.0.1:PORT/MODE/v1`), so one server serves every kind of failure.
 
 Modes: `slow` (answers after `SLOW_S`), `junk` (200 with an HTML page), `nojson` (200 JSON
-without a text), `error` (HTTP 500), `wavonly` (speech: 400 for `pcm`, a WAV otherwise).
+without a text), `error` (HTTP 500), `wavonly` (speech: 400 for `pcm`, a WAV otherwise),
+`record` (keeps the request whole in `captured`: (content type, body); answers a text).
 Every request is recorded (`requests`: (mode, path, response_format)).
 """
 
@@ -32,6 +33,7 @@ def tone_wav(seconds: float = 0.5) -> bytes:
 class FaultServer(ThreadingHTTPServer):
     daemon_threads = True
     requests: list[tuple[str, str, str]]
+    captured: list[tuple[str, bytes]]
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -50,6 +52,9 @@ class Handler(BaseHTTPRequestHandler):
             found = re.search(rb'name="response_format"\r\n\r\n(\w+)', body)
             fmt = found.group(1).decode() if found else ""
         self.server.requests.append((mode, rest, fmt))
+        if mode == "record":
+            self.server.captured.append((self.headers.get("content-type", ""), body))
+            return self._send(200, b'{"text": "recorded"}', "application/json")
         if mode == "slow":
             time.sleep(SLOW_S)
             return self._send(200, b'{"text": "late"}', "application/json")
@@ -79,7 +84,7 @@ class Handler(BaseHTTPRequestHandler):
 def fault_server() -> Iterator[tuple[str, FaultServer]]:
     """(base `http://127.0.0.1:PORT`, server) until the block ends."""
     server = FaultServer(("127.0.0.1", 0), Handler)
-    server.requests = []
+    server.requests, server.captured = [], []
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
