@@ -29,6 +29,7 @@ TIERS = {
     "test_browser_conversations": ("browser", "process", "model"),
     "test_browser_handsfree": ("browser", "process", "model"),
     "test_browser_tls": ("browser", "process", "model"),
+    "test_browser_remote_speech": ("browser", "process", "model"),
     "test_listener": ("model",),
     "test_attacks": ("process",),
     "test_build": ("process",),

@@ -92,3 +92,49 @@ def fault_server() -> Iterator[tuple[str, FaultServer]]:
     finally:
         server.shutdown()
         server.server_close()
+
+
+class Relay(ThreadingHTTPServer):
+    daemon_threads = True
+    upstream: str
+    paths: list[str]
+
+
+class RelayHandler(BaseHTTPRequestHandler):
+    """Passes each POST on to the upstream server and its answer back, counting the paths."""
+
+    server: Relay
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+    def do_POST(self) -> None:
+        import httpx
+
+        body = self.rfile.read(int(self.headers.get("content-length", 0)))
+        self.server.paths.append(self.path)
+        headers = {"content-type": self.headers.get("content-type", "")}
+        r = httpx.post(self.server.upstream + self.path, content=body, headers=headers,
+                       timeout=120)  # fmt: skip
+        self.send_response(r.status_code)
+        for name in ("content-type", "x-sample-rate"):
+            if name in r.headers:
+                self.send_header(name, r.headers[name])
+        self.send_header("content-length", str(len(r.content)))
+        self.end_headers()
+        with contextlib.suppress(OSError):
+            self.wfile.write(r.content)
+
+
+@contextlib.contextmanager
+def relay(upstream: str) -> Iterator[tuple[str, Relay]]:
+    """A counting relay to `upstream` (`http://host:port`): (its base URL, the relay)."""
+    server = Relay(("127.0.0.1", 0), RelayHandler)
+    server.upstream, server.paths = upstream.rstrip("/"), []
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", server
+    finally:
+        server.shutdown()
+        server.server_close()
