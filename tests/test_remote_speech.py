@@ -303,6 +303,11 @@ def test_the_live_voice_bench_reports_its_stages_with_remote_speech(
     for stage in ("stt", "first_audio", "tts_first_audio"):
         assert report["push_to_talk"][stage]["n"] >= 1, report["push_to_talk"]
     assert report["turns_without_audio"] == {"pipelined": 0, "sequential": 0, "live": 0}
+    # the call heard the recording as one turn, timed from the last word like the embedded
+    assert report["live_lost_share"] == 0 and report["live_first_audio_from_last_word"]["n"] >= 1
+    for stage in ("endpoint", "stt", "first_audio"):
+        assert report["live"][stage]["n"] >= 1, report["live"]
+    print(json.dumps(report))  # the figures, for the record (pytest -s)
     assert os.environ.get("ASSISTANT_STT_URL") is None  # the test process stays embedded
 
 
