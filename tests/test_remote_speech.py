@@ -331,3 +331,33 @@ def test_the_doctor_checks_the_speech_servers(server: App, sim: str, tmp_path: P
     assert "unreachable" in checks["speech-to-text server"]["detail"]
     assert checks["transcription"]["ok"] is False and DOWN in checks["transcription"]["detail"]
     assert checks["text-to-speech server"]["ok"] is True  # each side on its own
+
+
+def test_a_call_on_a_dead_server_with_fallback_says_so_once_and_hears(tmp_path: Path) -> None:
+    from assistant.speech.listener import Listener
+    from assistant.speech.stt import load_local_stt
+    from assistant.speech.turn_end import load_turn_end
+
+    local = load_local_stt(Settings(data_dir=tmp_path))
+    stt = FallbackSTT(RemoteSTT(remote(DOWN)), lambda: local)
+    speech = load_audio(JFK, **LIMITS)
+    audio = np.concatenate([np.zeros(SAMPLE_RATE // 4), speech, np.zeros(SAMPLE_RATE * 2)])
+    data = (np.clip(audio, -1, 1) * 32767).astype("<i2").tobytes()
+
+    async def run() -> list:
+        listener = Listener(stt, turn_end=load_turn_end())
+        heard: list = []
+        try:
+            for i in range(0, len(data), 3200):
+                heard += await listener.feed(data[i : i + 3200])
+                heard += await listener.settle()
+            return heard
+        finally:
+            await listener.close()
+
+    heard = asyncio.run(run())
+    notices = [h for h in heard if h.kind == "notice"]
+    assert len(notices) == 1 and "unreachable" in notices[0].reason
+    assert "embedded speech-to-text" in notices[0].reason
+    finals = " ".join(h.text for h in heard if h.kind == "final")  # heard, by the embedded
+    assert "for your country" in " ".join(words(finals))

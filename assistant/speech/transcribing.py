@@ -121,6 +121,9 @@ class Transcribing:
             try:
                 transcript = await speech_pools().transcribe(self.stt, audio)
                 text = transcript.text.strip()
+                notice = getattr(self.stt, "take_notice", lambda: None)()
+                if notice:  # the embedded model stood in for a failed server: said once
+                    self._say(Heard("notice", self.count, reason=notice))
             except AssistantError as e:  # a speech server failing: said, never a silent hang
                 failed = str(e)
             finally:

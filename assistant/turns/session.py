@@ -148,6 +148,8 @@ class VoiceSession:
                 await self._start(heard, committed=True)
             await self.send_json({"kind": "turn", "utterance": heard.utterance, "text": heard.text})
             await self._state("thinking")
+        elif heard.kind == "notice":
+            await self.send_json({"kind": "error", "text": heard.reason})
         elif heard.kind == "ignored":
             if turn is not None and turn.utterance == heard.utterance:
                 await self._cancel(discard=True)

@@ -272,6 +272,8 @@ def add_listen_route(
 
 def _said(heard: Any, owner: str, utterances: Utterances) -> dict[str, Any]:
     out: dict[str, Any] = {"kind": heard.kind, "utterance": heard.utterance}
+    if heard.kind == "notice":  # the page shows errors: a notice is said the same way
+        return {**out, "kind": "error", "text": heard.reason}
     if heard.kind in ("partial", "final"):
         out["text"] = heard.text
     if heard.kind == "ignored":
