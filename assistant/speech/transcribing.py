@@ -3,6 +3,10 @@
 A newer request replaces a waiting one (a final is never queued behind a preview that would
 only be superseded), and a preview starts only when no other listener's transcription is in
 flight in this process, so on a busy machine previews give way to other people's finals.
+
+On a speech server (`speech.remote`) the CPU is not this machine's: a final starts at once
+even while a preview runs (at most two requests per utterance), and previews do not wait
+for other listeners' transcriptions.
 """
 
 from __future__ import annotations
@@ -106,7 +110,7 @@ class Transcribing:
             if self._waiting is None or kind != "preview" or self._waiting.kind == "preview":
                 self._waiting = job
             return
-        if kind == "preview" and SttGate.in_flight:
+        if kind == "preview" and SttGate.in_flight and not _remote(self.stt):
             return  # someone else's transcription is running: the next preview will do
         self._start(job)
 
