@@ -324,7 +324,9 @@ def test_the_doctor_checks_the_speech_servers(server: App, sim: str, tmp_path: P
     trip = checks["spoken sentence"]
     assert trip["ok"] is True and "fox" in trip["detail"]
     assert "transcribed back in" in trip["detail"]
-    down = cli("doctor", "--json", env={**env, "ASSISTANT_STT_URL": DOWN})
+    # a fallback standing in does not hide the server's failure from the doctor
+    dead = {"ASSISTANT_STT_URL": DOWN, "ASSISTANT_SPEECH_FALLBACK": "local"}
+    down = cli("doctor", "--json", env={**env, **dead})
     assert down.returncode == 1
     checks = {c["name"]: c for c in json.loads(down.stdout)["checks"]}
     assert checks["speech-to-text server"]["ok"] is False

@@ -47,6 +47,8 @@ def speech_checks(settings: Settings) -> list[SpeechCheck]:
         stt, tts = load_stt(settings), load_tts(settings)
     except AssistantError as e:
         return [*checks, SpeechCheck("speech models", False, str(e))]
+    # the servers themselves: a fallback standing in would hide what is checked here
+    stt, tts = getattr(stt, "server", stt), getattr(tts, "server", tts)
     checks.append(_one_second(stt))
     checks.append(_round_trip(stt, tts))
     return checks

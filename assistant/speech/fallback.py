@@ -59,18 +59,19 @@ class Outage:
 
 
 class FallbackSTT:
-    """A remote transcriber, and the embedded one when it fails."""
+    """A remote transcriber (`server`), and the embedded one when it fails."""
 
     remote = True
+    """Run on the pools' remote executor (`speech.pools`)."""
 
     def __init__(self, remote: Any, local: Callable[[], Any]) -> None:
-        self.remote, self._local = remote, local
+        self.server, self._local = remote, local
         self.outage = Outage("speech-to-text")
 
     def transcribe(self, samples: np.ndarray, *, hotwords: str | None = None) -> Transcript:
         if self.outage.usable():
             try:
-                transcript = self.remote.transcribe(samples, hotwords=hotwords)
+                transcript = self.server.transcribe(samples, hotwords=hotwords)
                 self.outage.recovered()
                 return transcript
             except RemoteSpeechError as e:
@@ -81,25 +82,25 @@ class FallbackSTT:
         return self.outage.take_notice()
 
     def warm(self) -> None:
-        self.remote.warm()
+        self.server.warm()
 
 
 class FallbackTTS:
-    """A remote voice, and the embedded one (at the same rate) when it fails."""
+    """A remote voice (`server`), and the embedded one (at the same rate) when it fails."""
 
     remote = True
 
     def __init__(
         self, remote: Any, local: Callable[[], Any], outage: Outage | None = None, rate: float = 1.0
     ) -> None:
-        self.remote, self._local, self.rate = remote, local, rate
+        self.server, self._local, self.rate = remote, local, rate
         self.outage = outage or Outage("text-to-speech")
 
     def synthesize(self, text: str) -> Iterator[AudioChunk]:
         if self.outage.usable():
             try:
                 # all of it or none: half a reply in one voice and half in another is worse
-                chunks = list(self.remote.synthesize(text))
+                chunks = list(self.server.synthesize(text))
                 self.outage.recovered()
                 yield from chunks
                 return
@@ -108,10 +109,10 @@ class FallbackTTS:
         yield from self._local().at_rate(self.rate).synthesize(text)
 
     def at_rate(self, rate: float) -> FallbackTTS:
-        return FallbackTTS(self.remote.at_rate(rate), self._local, self.outage, rate)
+        return FallbackTTS(self.server.at_rate(rate), self._local, self.outage, rate)
 
     def take_notice(self) -> str | None:
         return self.outage.take_notice()
 
     def warm(self) -> None:
-        self.remote.warm()
+        self.server.warm()
