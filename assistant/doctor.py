@@ -268,9 +268,15 @@ async def _metrics(url: str, api_key: str | None):
 
 
 def run_doctor(settings: Settings, *, as_json: bool = False) -> int:
+    from assistant.speech.checkup import speech_checks
+
     with Runtime(settings) as rt:
         checks = asyncio.run(_checks(rt))
         notice = rt.notice
+    # speech after the engine: its servers are the user's too, and fail on their own
+    speech = [Check(c.name, c.ok, c.detail) for c in speech_checks(settings)]
+    engine_ok = bool(checks[0].ok)
+    checks += speech
     if as_json:
         sys.stdout.write(json.dumps({"checks": [asdict(c) for c in checks]}) + "\n")
     else:
@@ -279,4 +285,4 @@ def run_doctor(settings: Settings, *, as_json: bool = False) -> int:
         for c in checks:
             mark = {True: "ok  ", False: "FAIL", None: "--  "}[c.ok]
             print(f"[{mark}] {c.name}: {c.detail}")
-    return 0 if checks[0].ok else 1
+    return 0 if engine_ok and not any(c.ok is False for c in speech) else 1

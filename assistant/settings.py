@@ -74,6 +74,25 @@ def default_deep_lane() -> LaneConfig:
 
 
 @dataclass(frozen=True)
+class RemoteSpeech:
+    """OpenAI-compatible speech servers; a URL left unset keeps that side embedded."""
+
+    stt_url: str | None = None
+    """Base URL of a `/v1/audio/transcriptions` server, e.g. `http://gpu-box:8000/v1`."""
+    stt_model: str = "whisper-1"
+    stt_key: str | None = None
+    tts_url: str | None = None
+    """Base URL of a `/v1/audio/speech` server."""
+    tts_model: str = "tts-1"
+    tts_voice: str = "alloy"
+    tts_key: str | None = None
+    fallback: str = "none"
+    """`local`: when a server fails, use the embedded model (said once); `none`: an error."""
+    timeout_s: float = 15.0
+    """The deadline of one request to a speech server."""
+
+
+@dataclass(frozen=True)
 class Settings:
     """Everything configurable, built once at start-up and passed down."""
 
@@ -85,6 +104,9 @@ class Settings:
     data_dir: Path = field(default_factory=lambda: Path.home() / ".assistant")
     whisper_model: str | None = None
     voice: str | None = None
+    speech: RemoteSpeech = field(default_factory=lambda: RemoteSpeech())
+    """Speech servers of the user's own (`ASSISTANT_STT_URL`, `ASSISTANT_TTS_URL`); unset: the
+    embedded models."""
     auth: tuple[tuple[str, str], ...] = ()
     deep_max_in_flight: int | None = None
     """None: the engine's slots minus one where it reports them, else 2."""
@@ -233,6 +255,25 @@ def load_settings(env: dict[str, str] | None = None, toml_path: Path | None = No
         )
         if k in top
     }
+    fallback = str(pick("ASSISTANT_SPEECH_FALLBACK", "speech_fallback", "none")).lower()
+    if fallback not in ("none", "local"):
+        raise ConfigError("ASSISTANT_SPEECH_FALLBACK must be 'local' or 'none'")
+    stt_url, tts_url = pick("ASSISTANT_STT_URL", "stt_url"), pick("ASSISTANT_TTS_URL", "tts_url")
+    try:
+        speech_timeout = float(pick("ASSISTANT_SPEECH_TIMEOUT_S", "speech_timeout_s", 15.0))
+    except ValueError as e:
+        raise ConfigError("ASSISTANT_SPEECH_TIMEOUT_S must be a number of seconds") from e
+    speech = RemoteSpeech(
+        stt_url=stt_url.rstrip("/") if stt_url else None,
+        stt_model=pick("ASSISTANT_STT_MODEL", "stt_model", "whisper-1"),
+        stt_key=pick("ASSISTANT_STT_KEY", "stt_key"),
+        tts_url=tts_url.rstrip("/") if tts_url else None,
+        tts_model=pick("ASSISTANT_TTS_MODEL", "tts_model", "tts-1"),
+        tts_voice=pick("ASSISTANT_TTS_VOICE", "tts_voice", "alloy"),
+        tts_key=pick("ASSISTANT_TTS_KEY", "tts_key"),
+        fallback=fallback,
+        timeout_s=speech_timeout,
+    )
     tls_cert, tls_key = _tls_files(
         pick("ASSISTANT_TLS_CERT", "tls_cert"), pick("ASSISTANT_TLS_KEY", "tls_key")
     )
@@ -244,6 +285,7 @@ def load_settings(env: dict[str, str] | None = None, toml_path: Path | None = No
         data_dir=Path(data_dir).expanduser() if data_dir else Path.home() / ".assistant",
         whisper_model=pick("ASSISTANT_WHISPER_MODEL", "whisper_model"),
         voice=pick("ASSISTANT_VOICE", "voice"),
+        speech=speech,
         auth=_parse_auth(auth) if auth else (),
         deep_max_in_flight=in_flight,
         chat=_lane_from(default_chat_lane(), lanes["chat"]),

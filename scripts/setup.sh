@@ -24,6 +24,9 @@ if [ "${1:-}" = "--test" ]; then extras="[test]"; fi
 if [ "${1:-}" = "--test" ]; then ./scripts/setup_vllm.sh; fi
 # The real-Open WebUI test tier: Open WebUI in an environment of its own, driven in Chromium.
 if [ "${1:-}" = "--test" ]; then ./scripts/setup_openwebui.sh; fi
+# Speech servers nobody here wrote, each in an environment of its own (.venv-stt, .venv-tts),
+# for the remote-speech tests (tests/test_speech_servers.py).
+if [ "${1:-}" = "--test" ]; then ./scripts/setup_speech_servers.sh; fi
 # nginx: the reverse proxy the attack tests put in front of the app (tests/test_attacks.py).
 if [ "${1:-}" = "--test" ] && { ! command -v chromium >/dev/null 2>&1 ||
   ! PATH="$PATH:/usr/sbin" command -v nginx >/dev/null 2>&1; }; then

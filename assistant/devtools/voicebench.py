@@ -205,6 +205,11 @@ def bench_voice(
     return {
         "bench": "voice",
         "engine": engine,
+        # where speech ran: the user's speech servers, or the embedded models
+        "speech": {
+            "stt": settings.speech.stt_url or "embedded",
+            "tts": settings.speech.tts_url or "embedded",
+        },
         "audio_dir": str(audio_dir or AUDIO_DIR),
         "files": [p.name for p in files],
         "rounds": rounds,

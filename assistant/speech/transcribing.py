@@ -3,6 +3,10 @@
 A newer request replaces a waiting one (a final is never queued behind a preview that would
 only be superseded), and a preview starts only when no other listener's transcription is in
 flight in this process, so on a busy machine previews give way to other people's finals.
+
+On a speech server (`speech.remote`) the CPU is not this machine's: a final starts at once
+even while a preview runs (at most two requests per utterance), and previews do not wait
+for other listeners' transcriptions.
 """
 
 from __future__ import annotations
@@ -14,12 +18,18 @@ from typing import Any, Literal, Protocol
 
 import numpy as np
 
+from assistant.errors import AssistantError
 from assistant.records import Transcript
+from assistant.speech.hearing import Heard
 from assistant.speech.pools import speech_pools
 
 
 class SpeechToText(Protocol):
     def transcribe(self, samples: np.ndarray) -> Transcript: ...
+
+
+def _remote(stt: object) -> bool:
+    return bool(getattr(stt, "remote", False))
 
 
 class SttGate:
@@ -47,6 +57,11 @@ class Transcribing:
     _running: Job | None
     _waiting: Job | None
     _tasks: set[asyncio.Task[Any]]
+    _candidate: bool
+    _text: str | None
+    _announced: bool
+    _closed: Any
+    count: int
 
     _out: list[Any]
     _ready: asyncio.Event
@@ -54,6 +69,9 @@ class Transcribing:
     """How many things it has said (the last one's `seq`)."""
 
     def _transcribed(self, job: Job, text: str) -> None:
+        raise NotImplementedError
+
+    def _reset(self) -> None:
         raise NotImplementedError
 
     # what the listener heard, for its one reader
@@ -82,12 +100,17 @@ class Transcribing:
     def _transcribe(self, kind: Literal["preview", "check", "final"], upto: int) -> None:
         job = Job(kind, upto, self._epoch, self._uid)
         if self._running is not None:
+            if kind == "final" and self._running.kind == "preview" and _remote(self.stt):
+                # a speech server runs both at once: the final does not wait for a preview
+                # (at most two per utterance: what comes next waits for this final)
+                self._start(job)
+                return
             # one at a time: this waits for the running one, replacing any older waiting one
             # (a final is never queued behind a preview that would only be superseded)
             if self._waiting is None or kind != "preview" or self._waiting.kind == "preview":
                 self._waiting = job
             return
-        if kind == "preview" and SttGate.in_flight:
+        if kind == "preview" and SttGate.in_flight and not _remote(self.stt):
             return  # someone else's transcription is running: the next preview will do
         self._start(job)
 
@@ -98,15 +121,27 @@ class Transcribing:
 
         async def run() -> None:
             text: str | None = None
+            failed: str | None = None
             try:
-                transcript = await speech_pools().run_stt(self.stt.transcribe, audio)
+                transcript = await speech_pools().transcribe(self.stt, audio)
                 text = transcript.text.strip()
+                notice = getattr(self.stt, "take_notice", lambda: None)()
+                if notice:  # the embedded model stood in for a failed server: said once
+                    self._say(Heard("notice", self.count, reason=notice))
+            except AssistantError as e:  # a speech server failing: said, never a silent hang
+                failed = str(e)
             finally:
                 SttGate.in_flight -= 1
-                self._running = None
+                mine = self._running is job  # not so for a preview a final overtook
+                if mine:
+                    self._running = None
                 if text is not None:
                     self._transcribed(job, text)
-                waiting, self._waiting = self._waiting, None
+                elif failed is not None and mine and self._waiting is None:
+                    self._failed(job, failed)
+                waiting = self._waiting if mine else None
+                if mine:
+                    self._waiting = None
                 if (
                     waiting is not None
                     and waiting.utterance == self._uid
@@ -115,6 +150,16 @@ class Transcribing:
                     self._start(waiting)
 
         self._spawn(run())
+
+    def _failed(self, job: Job, reason: str) -> None:
+        """A transcription failed: an utterance waiting for its words ends, with the reason
+        (a preview's failure while the person speaks waits for the next one)."""
+        if job.utterance != self._uid or not self._candidate or self._text is not None:
+            return
+        number = self.count if self._announced else self.count + 1
+        self._say(Heard("ignored", number, reason=f"speech recognition failed: {reason}"))
+        self._reset()
+        self._closed = None
 
     def _spawn(self, coro: Any) -> None:
         task = asyncio.ensure_future(coro)

@@ -10,6 +10,7 @@ import threading
 import tomllib
 import unicodedata
 import wave
+from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from importlib import resources
@@ -21,8 +22,10 @@ from piper import PiperConfig, PiperVoice, SynthesisConfig
 
 from assistant.errors import BadInput, ConfigError, ModelMissing
 from assistant.records import AudioChunk
-from assistant.settings import Settings
+from assistant.settings import RemoteSpeech, Settings
+from assistant.speech.fallback import FallbackTTS, Outage
 from assistant.speech.pools import speech_pools
+from assistant.speech.remote import RemoteTTS
 from assistant.speech.sentences import split_sentences_now, strip_code_blocks
 
 # package data (the repository's voices/, mapped into the package by pyproject.toml)
@@ -217,7 +220,29 @@ class _AtRate:
         return self.voice._sentences(text, self.config)
 
 
-def load_tts(settings: Settings, voice_name: str | None = None) -> PiperTTS:
+_remote: dict[RemoteSpeech, RemoteTTS] = {}
+_outages: defaultdict[RemoteSpeech, Outage] = defaultdict(lambda: Outage("text-to-speech"))
+
+
+def load_tts(
+    settings: Settings, voice_name: str | None = None
+) -> PiperTTS | RemoteTTS | FallbackTTS:
+    """The voice: the speech server of `ASSISTANT_TTS_URL` (its `ASSISTANT_TTS_VOICE`; the
+    embedded voice `voice_name` behind it with `ASSISTANT_SPEECH_FALLBACK=local`), else the
+    embedded voice `voice_name`."""
+    speech = settings.speech
+    if not speech.tts_url:
+        return load_local_tts(settings, voice_name)
+    with _cache_lock:
+        tts = _remote.get(speech)
+        if tts is None:  # one client (and its connection pool) per server
+            tts = _remote[speech] = RemoteTTS(speech, speech_sentences)
+    if speech.fallback != "local":
+        return tts
+    return FallbackTTS(tts, lambda: load_local_tts(settings, voice_name), _outages[speech])
+
+
+def load_local_tts(settings: Settings, voice_name: str | None = None) -> PiperTTS:
     """The process-wide, warmed voice `voice_name` (default: `settings.voice`), loaded once."""
     # "joe", the default and its path share one loaded voice
     voice = resolve_voice(voice_name or settings.voice)

@@ -1,10 +1,9 @@
 """A call: one voice session per open page, on the server, owning that page's voice turns.
 
-The session hears what the `Listener` hears and runs the turn itself, so a hands-free turn
-never crosses the browser: it decides the end of the turn (the listener's turn-end model),
-starts the turn as a kept task, knows what it is saying (the reply's text and how much of its
-audio was sent), barges in by cancelling that task, and sends the reply's audio back over the
-same WebSocket for the page's audio player. The page only shows the session's events.
+The session hears what the `Listener` hears and runs the turn itself (a kept task): the end of
+the turn is the listener's turn-end model's, it knows what it is saying (the reply's text and
+how much audio was sent), barges in by cancelling the task, and sends the reply's audio back
+over the same WebSocket. The page only shows the session's events and plays its audio.
 
 Replies are prepared before the end is confirmed: at a candidate end (200 ms of silence) the
 turn starts on the candidate's transcript (route, chat-lane request, first sentence's speech)
@@ -157,6 +156,8 @@ class VoiceSession:
                 await self._start(heard, committed=True)
             await self.send_json({"kind": "turn", "utterance": heard.utterance, "text": heard.text})
             await self._state("thinking")
+        elif heard.kind == "notice":
+            await self.send_json({"kind": "error", "text": heard.reason})
         elif heard.kind == "ignored":
             if turn is not None and turn.utterance == heard.utterance:
                 await self._cancel(discard=True)

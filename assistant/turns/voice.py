@@ -21,6 +21,7 @@ from assistant.records import AudioChunk, Transcript, TurnEvent, now_ms
 from assistant.settings import Settings
 from assistant.speech.audio import AudioSource, load_audio
 from assistant.speech.pools import speech_pools
+from assistant.speech.remote import RemoteSpeechError
 from assistant.speech.sentences import SentenceSplitter
 from assistant.turns.recorder import Recorder
 from assistant.turns.stream import merge
@@ -45,7 +46,7 @@ async def transcribe(audio: AudioSource, stt: SpeechToText, settings: Settings) 
     pools = speech_pools()
     limits = {"max_bytes": settings.max_upload_bytes, "max_seconds": settings.max_audio_s}
     samples = await pools.run_stt(functools.partial(load_audio, **limits), audio)
-    return await pools.run_stt(stt.transcribe, samples)
+    return await pools.transcribe(stt, samples)
 
 
 async def hear(
@@ -56,6 +57,9 @@ async def hear(
         transcript = await transcribe(audio, stt, settings)
     except BadInput as e:
         yield TurnEvent("error", text=f"I couldn't use that audio: {e}")
+        return
+    except RemoteSpeechError as e:  # the user's speech server: its failure, said as such
+        yield TurnEvent("error", text=f"speech recognition failed: {e}")
         return
     rec.set("stt", rec.since_start())  # decoding included: it is part of hearing the user
     yield TurnEvent("transcript", text=transcript.text, transcript=transcript)
@@ -120,9 +124,12 @@ async def speak(
 async def _say(tts: TextToSpeech, text: str, rec: Recorder) -> AsyncIterator[TurnEvent]:
     """Speak one piece of text, recording the speech timings."""
     began = now_ms()
-    chunks: list[AudioChunk] = await speech_pools().run_tts(lambda: list(tts.synthesize(text)))  # type: ignore[call-overload]
+    chunks: list[AudioChunk] = await speech_pools().synthesize(tts, text)
     done = now_ms()
     rec.add("tts_total", done - began)
+    notice = getattr(tts, "take_notice", lambda: None)()
+    if notice:  # the embedded voice stands in for a failed server: said once, not an error
+        yield TurnEvent("error", text=notice)
     for chunk in chunks:
         if rec.timings.first_audio is None:
             rec.set("tts_first_audio", done - began)

@@ -100,7 +100,8 @@
     else if (m.kind === 'reply') show(`🔊 ${m.text}`);
     else if (m.kind === 'barge') silence();
     else if (m.kind === 'done') refreshChat();
-    else if (m.kind === 'ignored') show('');
+    // noise and echo pass quietly; a speech server's failure is said
+    else if (m.kind === 'ignored') show(/failed/.test(m.reason || '') ? `⚠️ ${m.reason}` : '');
     else if (m.kind === 'error') show(`⚠️ ${m.text}`);
   }
 

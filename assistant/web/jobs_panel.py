@@ -242,7 +242,11 @@ class Jobs:
         tts = await voice_of(self.speech, self.prefs(owner))
         if tts is None:
             return None
-        chunks = await speech_pools().run_tts(lambda: list(tts.synthesize(text)))
+        try:
+            chunks = await speech_pools().synthesize(tts, text)
+        except AssistantError as e:  # a speech server down: the notice is still shown
+            gr.Warning(f"The notice could not be spoken: {e}")
+            return None
         if not chunks:
             return None
         return wav_bytes(b"".join(c.samples for c in chunks), chunks[0].sample_rate)

@@ -212,7 +212,10 @@ def add_routes(app: Any, rt: Runtime, speech: SpeechModels) -> None:
     # the OpenAI-compatible API: a turn per request, outside Gradio's queue
     from assistant.web.openai_route import add_openai_routes
 
-    add_openai_routes(app, rt.turns, rt.conversations, rt.settings)
+    route = add_openai_routes(app, rt.turns, rt.conversations, rt.settings)
+    from assistant.web.openai_audio import add_audio_routes
+
+    add_audio_routes(app, route, speech, rt.settings)  # its speech, under the same gate
 
 
 QUEUE_POLL_S = 0.005

@@ -326,6 +326,9 @@ class Turns:
         async with contextlib.aclosing(self._stream(view, turn, session)) as outs:
             async for history_out, audio in outs:
                 yield history_out, audio, gr.skip()
+        notice = getattr(stt, "take_notice", lambda: None)()
+        if notice:  # the embedded model stood in for a failed speech server: said once
+            gr.Warning(notice)
         yield gr.skip(), gr.skip(), None  # clear the recorder for the next turn
 
     async def _tts(self, owner: str) -> Any:
