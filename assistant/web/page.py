@@ -158,6 +158,8 @@ PAGE_CSS = """
 @media (max-width: 640px) {
   #handsfree-row { flex-direction: column; }
   #handsfree .call-button { flex: 1 1 100%; }
+  /* a shorter conversation on a phone: the call stays on the first screen under a banner */
+  #chatbot { height: 46vh !important; max-height: 46vh !important; }
 }
 /* the Jobs panel: a table at desk widths, a list of cards on a phone */
 #jobs-list { display: none; }
