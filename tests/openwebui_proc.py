@@ -39,7 +39,19 @@ def openwebui_env(data_dir: Path, api_base: str) -> dict[str, str]:
         RAG_EMBEDDING_ENGINE="openai",
         RAG_EMBEDDING_MODEL_AUTO_UPDATE="false",
         RAG_RERANKING_MODEL_AUTO_UPDATE="false",
+        # speech: the app's own /v1/audio, both ways (issue 31's item 4)
         AUDIO_STT_ENGINE="openai",
+        AUDIO_STT_OPENAI_API_BASE_URL=api_base,
+        AUDIO_STT_OPENAI_API_KEY="unused",
+        AUDIO_STT_MODEL="whisper-1",
+        AUDIO_TTS_ENGINE="openai",
+        AUDIO_TTS_OPENAI_API_BASE_URL=api_base,
+        AUDIO_TTS_OPENAI_API_KEY="unused",
+        AUDIO_TTS_MODEL="tts-1",
+        AUDIO_TTS_VOICE="alloy",
+        # the app speaks WAV; Open WebUI turns non-MP3 speech into MP3 with ffmpeg, which this
+        # machine need not have (the app brings its own): it passes the WAV on as it is
+        BYPASS_PYDUB_PREPROCESSING="true",
         WHISPER_MODEL_AUTO_UPDATE="false",
         ENABLE_WEB_SEARCH="false",
         # one person, no login; the environment wins over anything it saved before

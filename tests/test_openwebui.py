@@ -1,6 +1,7 @@
 """The real Open WebUI (0.12.4, from the registry, offline) on the app's /v1, used in its own page
 in a headless Chromium as a new user would (issue 31): a chat question, a deep request and a
-follow-up, each followed by Open WebUI's own background tasks (title, tags, follow-ups).
+follow-up, each followed by Open WebUI's own background tasks (title, tags, follow-ups); and
+its microphone and "Read Aloud" served by the app's /v1/audio.
 
 What must hold: every answer appears in Open WebUI's page, the deep one with its thinking folded;
 the engine saw no deep request for a housekeeping task; the app's sidebar holds the person's one
@@ -138,3 +139,40 @@ def test_a_chat_question_a_deep_request_and_a_follow_up_in_open_webui(
                                                (FOLLOW_UP, "chat")]  # fmt: skip
     # the report ran as a job (the Jobs panel has it), and Open WebUI got its answer
     assert len(jobs) == 1 and jobs[0].state == "done" and jobs[0].notified
+
+
+def test_open_webui_hears_and_speaks_through_the_app(
+    stack: tuple[str, App, str], page: Any
+) -> None:
+    # Open WebUI set up with the app as its OpenAI speech-to-text and text-to-speech engine
+    # (it has no speech of its own offline): what its page asks of its backend when the person
+    # records a message and when a reply is read aloud, with the page's own login
+    import io
+
+    import httpx
+    import soundfile as sf
+
+    from tests.conftest import AUDIO
+
+    _, app, owui = stack
+    token = page.evaluate("() => localStorage.token")
+    auth = {"Authorization": f"Bearer {token}"}
+    data, rate = sf.read(str(AUDIO / "jfk.flac"), dtype="int16")
+    wav = io.BytesIO()
+    sf.write(wav, data, rate, format="WAV", subtype="PCM_16")
+    with httpx.Client(base_url=owui, headers=auth, timeout=120) as http:
+        heard = http.post(
+            "api/v1/audio/transcriptions", files={"file": ("recording.wav", wav.getvalue())}
+        )
+        assert heard.status_code == 200, heard.text
+        assert "country" in heard.json()["text"].lower()  # the app's Whisper heard it
+        said = http.post("api/v1/audio/speech", json={"input": "Paris is the capital of France."})
+    assert said.status_code == 200, said.text
+    assert said.headers["content-type"].startswith("audio/") and len(said.content) > 4000
+    # and back through the app: the speech Open WebUI got is the sentence asked for
+    with httpx.Client(base_url=app.url, timeout=120) as http:
+        back = http.post("v1/audio/transcriptions", files={"file": ("s.audio", said.content)})
+    assert back.status_code == 200, back.text
+    assert {"paris", "capital", "france"} <= set(
+        back.json()["text"].lower().replace(".", "").split()
+    )
