@@ -79,3 +79,17 @@ def test_one_list_of_stages_and_one_percentile():
         text = path.read_text()
         for other in ("np.percentile", "quantile(", "def pct", "def percentile"):
             assert other not in text, f"{path.name}: use assistant.stats.percentile"
+
+
+def test_one_protocol_per_speech_stage():
+    # the stages' interfaces live once, in speech/stages.py; copies drifted apart before
+    import re
+
+    found = [
+        (path.name, name)
+        for path in PACKAGE.rglob("*.py")
+        for name in re.findall(
+            r"^class (SpeechToText|TextToSpeech)\(Protocol\)", path.read_text(), re.M
+        )
+    ]
+    assert sorted(found) == [("stages.py", "SpeechToText"), ("stages.py", "TextToSpeech")]

@@ -73,3 +73,17 @@ def test_a_socket_that_sends_nothing_is_dropped(monkeypatch):
             ws.receive_json()
         assert closed.value.code == 4408
     assert app.state.calls.open == {}
+
+
+def test_the_calls_path_loads_no_gradio():
+    # a call (its socket, its session, the speech models) is the app's own code: a second
+    # transport (a phone line) can reuse it without the page's framework
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, assistant.web.listen_route, assistant.turns.session, "
+        "assistant.speech.models; print('gradio' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"

@@ -29,7 +29,8 @@ import numpy as np
 from assistant.records import now_ms
 from assistant.speech.echo import is_echo, words
 from assistant.speech.hearing import Heard, HeardKind, ListenConfig
-from assistant.speech.transcribing import Job, SpeechToText, Transcribing
+from assistant.speech.stages import SpeechToText
+from assistant.speech.transcribing import Job, Transcribing
 from assistant.speech.turn_end import run_turn_end
 from assistant.speech.vad import StreamingVad
 

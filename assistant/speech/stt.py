@@ -5,7 +5,6 @@ from __future__ import annotations
 import re
 import threading
 from pathlib import Path
-from typing import Protocol
 
 import numpy as np
 from faster_whisper import WhisperModel
@@ -38,12 +37,6 @@ PHANTOMS = {
     "music", "applause", "silence", "laughter", "foreign", "subtitles by the amaraorg community",
 }  # fmt: skip
 _TAG_ONLY = re.compile(r"^\s*([\[(*♪♫].*[\])*♪♫]|[♪♫\s.]+)\s*$")
-
-
-class SpeechToText(Protocol):
-    """Audio samples (16 kHz mono float32) in, text out."""
-
-    def transcribe(self, samples: np.ndarray) -> Transcript: ...
 
 
 def bundled_model_dir() -> Path | None:

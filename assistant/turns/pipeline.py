@@ -18,9 +18,10 @@ from assistant.errors import AssistantError
 from assistant.records import INTERRUPTED, RouteDecision, TurnEvent, TurnResult
 from assistant.settings import Settings
 from assistant.speech.audio import AudioSource
+from assistant.speech.stages import SpeechToText, TextToSpeech
 from assistant.turns.chat import ChatService
 from assistant.turns.recorder import Recorder, TurnLog
-from assistant.turns.voice import NOT_CAUGHT, SpeechToText, TextToSpeech, hear, speak
+from assistant.turns.voice import NOT_CAUGHT, hear, speak
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,6 @@ import contextlib
 import functools
 import logging
 from collections.abc import AsyncIterator
-from typing import Protocol
 
 from assistant.errors import BadInput
 from assistant.records import AudioChunk, Transcript, TurnEvent, now_ms
@@ -23,6 +22,7 @@ from assistant.speech.audio import AudioSource, load_audio
 from assistant.speech.pools import speech_pools
 from assistant.speech.remote import RemoteSpeechError
 from assistant.speech.sentences import SentenceSplitter
+from assistant.speech.stages import SpeechToText, TextToSpeech
 from assistant.turns.recorder import Recorder
 from assistant.turns.stream import merge
 
@@ -31,14 +31,6 @@ log = logging.getLogger(__name__)
 NOT_CAUGHT = "I didn't catch that."
 HANDED_OFF = "I've handed that to the deep lane; I'll tell you when it's done."
 """Spoken instead of the written hand-off, whose job id is no pleasure to hear."""
-
-
-class SpeechToText(Protocol):
-    def transcribe(self, samples: object) -> Transcript: ...
-
-
-class TextToSpeech(Protocol):
-    def synthesize(self, text: str) -> object: ...
 
 
 async def transcribe(audio: AudioSource, stt: SpeechToText, settings: Settings) -> Transcript:

@@ -32,7 +32,7 @@ from assistant.errors import AssistantError
 from assistant.records import RouteDecision, now_ms
 from assistant.settings import Settings
 from assistant.speech.audio import SAMPLE_RATE
-from assistant.web.turns import SpeechModels
+from assistant.speech.models import SpeechModels
 
 if TYPE_CHECKING:
     from assistant.runtime import Runtime

@@ -25,7 +25,7 @@ from assistant.web.security import is_loopback
 from assistant.worker import worker_process
 
 if TYPE_CHECKING:  # gradio loads only when the app serves
-    from assistant.web.turns import SpeechModels
+    from assistant.speech.models import SpeechModels
 
 log = logging.getLogger(__name__)
 
@@ -129,9 +129,9 @@ def serve(
     # imports gradio: only once we know we will serve
     from starlette.middleware import Middleware
 
+    from assistant.speech.models import SpeechModels
     from assistant.web.page import PAGE_CSS, PAGE_HEAD, build_ui
     from assistant.web.security import edge_middleware, launch_options
-    from assistant.web.turns import SpeechModels
 
     rt = Runtime(settings)
     pidfile = settings.data_dir / "serve.pid"
