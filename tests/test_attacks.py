@@ -58,9 +58,12 @@ ROUTES = [
     ("GET", "/gradio_api/heartbeat/s"),
     ("GET", "/v1/models"),
     ("POST", "/v1/chat/completions"),
+    ("POST", "/v1/audio/transcriptions"),
+    ("POST", "/v1/audio/speech"),
     ("GET", "/metrics"),
 ]
-"""The page, Gradio's API (uploads, calls, cancel, heartbeat), the OpenAI API and metrics."""
+"""The page, Gradio's API (uploads, calls, cancel, heartbeat), the OpenAI API (chat and
+speech) and metrics."""
 
 
 @pytest.fixture(scope="module")
