@@ -176,8 +176,11 @@ class JobWorker:
                     self.tasks.add(task)
                     task.add_done_callback(self._ended)
                 self.queue.wake.clear()
+                # asyncio.timeout, not wait_for: on 3.11 wait_for swallows a cancel that lands
+                # as the wake fires (a job just ended), and the worker never stopped
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self.queue.wake.wait(), poll_s)
+                    async with asyncio.timeout(poll_s):
+                        await self.queue.wake.wait()
         finally:
             for task in list(self.tasks):
                 task.cancel()

@@ -129,7 +129,8 @@ class WorkerPeer:
         self._acks[key] = ack
         self.wire.send(chat=key, on=True)
         try:
-            await asyncio.wait_for(ack, ROOM_WAIT_S)
+            async with asyncio.timeout(ROOM_WAIT_S):  # not wait_for: it can swallow a cancel
+                await ack
         except TimeoutError:
             log.warning("the job worker made no room for a chat turn within %.0f s", ROOM_WAIT_S)
         finally:

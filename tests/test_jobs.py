@@ -154,3 +154,21 @@ async def test_per_user_job_limit_has_a_clear_message(settings):
     with pytest.raises(Busy, match="2 jobs"):
         queue.retry(third.id, "bob")
     assert queue.store.job(third.id).state == "cancelled"
+
+
+async def test_stopping_the_worker_as_a_job_ends_stops_it(settings):
+    """A cancel that lands as the queue is woken (a job just ended) stops the worker. With
+    `asyncio.wait_for` on Python 3.11 the wake won and the cancel was swallowed: the worker
+    polled forever and the app's shutdown (and a CI run) hung."""
+    store = Store(settings.db_path)
+    _, worker = _worker(store, FakeEngine(), settings)
+    serving = asyncio.create_task(worker.serve(poll_s=3600))
+    try:
+        await asyncio.sleep(0.05)  # the worker waits on the queue
+        worker.queue.wake.set()  # a job ended ...
+        serving.cancel()  # ... in the same moment as the stop
+        done, _ = await asyncio.wait({serving}, timeout=5)
+        assert serving in done and serving.cancelled()
+    finally:
+        serving.cancel()
+        store.close()

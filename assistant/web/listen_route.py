@@ -168,7 +168,8 @@ def add_listen_route(app: Any, rt: Runtime, speech: SpeechModels) -> None:
         try:
             while True:
                 try:
-                    message = await asyncio.wait_for(ws.receive(), IDLE_S)
+                    async with asyncio.timeout(IDLE_S):  # not wait_for: it can swallow a cancel
+                        message = await ws.receive()
                 except TimeoutError:
                     await ws.close(code=4408, reason=f"nothing received for {IDLE_S:.0f} s")
                     break
