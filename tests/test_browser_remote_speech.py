@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 
+from assistant.store.db import Store
 from tests.app_proc import CLI_SERVE, App, run_app
 from tests.conftest import AUDIO
 from tests.fault_speech import Relay, relay
@@ -100,6 +101,14 @@ def call_page(apps: tuple[App, Relay], tmp_path: Path) -> Iterator[Any]:
         yield tab
 
 
+def stored_turns(app: App) -> int:
+    store = Store(app.data_dir / "assistant.db")
+    try:
+        return sum(len(store.transcript(c.id)) for c in store.conversations("local"))
+    finally:
+        store.close()
+
+
 def test_push_to_talk_is_heard_and_spoken_by_the_server(page, apps) -> None:
     from playwright.sync_api import expect
 
@@ -120,20 +129,29 @@ def test_push_to_talk_is_heard_and_spoken_by_the_server(page, apps) -> None:
 def test_a_call_is_heard_and_answered_through_the_server(call_page, apps) -> None:
     from playwright.sync_api import expect
 
-    page, (_, counted) = call_page, apps
+    page, (app, counted) = call_page, apps
     before = len(counted.paths)
     users = page.locator("#chatbot [data-testid=user]")
+    bots = page.locator("#chatbot [data-testid=bot]")
+    # the page opens on this login's conversation: the push-to-talk turn may be there already
+    turns = stored_turns(app)
+    expect(users).to_have_count(turns)
     call = page.locator("#handsfree button.call-button")
     call.click()
     expect(page.locator("#handsfree-live")).to_contain_text("Listening")
     live = page.locator("#handsfree-live")
     try:
-        expect(users.last).to_contain_text("for your country", timeout=90_000)
+        expect(users).to_have_count(turns + 1, timeout=90_000)
+        expect(users.last).to_contain_text("for your country")
+        expect(users.last).to_contain_text("fellow America")  # one turn: the pauses did not cut it
+        expect(bots).to_have_count(turns + 1)
+        expect(bots.last).to_contain_text(re.compile(r"endpoint \d+ ms .*1st audio \d+ ms"),
+                                          timeout=90_000)  # fmt: skip
     except AssertionError as e:
-        raise AssertionError(f"{e}; live: {live.inner_text()!r}; sent: {counted.paths}") from e
-    expect(users.last).to_contain_text("fellow America")  # one turn: the pauses did not cut it
-    bot = page.locator("#chatbot [data-testid=bot]").last
-    expect(bot).to_contain_text(re.compile(r"endpoint \d+ ms .*1st audio \d+ ms"), timeout=90_000)
+        log = app.log.read_text(errors="replace")[-3000:]
+        raise AssertionError(
+            f"{e}; live: {live.inner_text()!r}; sent: {counted.paths[before:]}; app log: {log}"
+        ) from e
     call.click()
     assert page.wait_for_function("() => !window.assistantHandsFree.active()")
     asked = counted.paths[before:]

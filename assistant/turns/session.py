@@ -157,6 +157,7 @@ class VoiceSession:
             await self.send_json({"kind": "turn", "utterance": heard.utterance, "text": heard.text})
             await self._state("thinking")
         elif heard.kind == "notice":
+            log.warning("call of %s: %s", self.owner, heard.reason)  # the operator sees it too
             await self.send_json({"kind": "error", "text": heard.reason})
         elif heard.kind == "ignored":
             if turn is not None and turn.utterance == heard.utterance:
@@ -409,12 +410,5 @@ class VoiceSession:
             await self.send_json({"kind": "state", "state": state})
 
     async def close(self) -> None:
-        if self._notice_task is not None:
-            self._notice_task.cancel()
-            with contextlib.suppress(BaseException):
-                await self._notice_task
+        await cancel_all([t for t in (self._notice_task, self._echo_task) if t is not None])
         await self._cancel(discard=False)
-        if self._echo_task is not None:
-            self._echo_task.cancel()
-            with contextlib.suppress(BaseException):
-                await self._echo_task
