@@ -5,6 +5,8 @@ sent)."""
 
 from __future__ import annotations
 
+import asyncio
+import time
 from types import SimpleNamespace
 
 import pytest
@@ -28,12 +30,23 @@ class Speech:
         return None
 
 
-def client() -> tuple[TestClient, FastAPI]:
+class SlowSpeech(Speech):
+    """Models that take seconds to load (the first call on a busy machine)."""
+
+    async def turn_end(self):
+        await asyncio.sleep(LOAD_S)
+        return None
+
+
+LOAD_S = 3.0
+
+
+def client(speech: Speech | None = None) -> tuple[TestClient, FastAPI]:
     app = FastAPI()
     rt = SimpleNamespace(
         settings=Settings(), turns=None, conversations=None, router=None, calls=Calls()
     )
-    add_listen_route(app, rt, Speech())  # type: ignore[arg-type]
+    add_listen_route(app, rt, speech or Speech())  # type: ignore[arg-type]
     return TestClient(app), app
 
 
@@ -71,6 +84,24 @@ def test_a_socket_that_sends_nothing_is_dropped(monkeypatch):
     with tc.websocket_connect("/listen") as ws:
         with pytest.raises(WebSocketDisconnect) as closed:
             ws.receive_json()
+        assert closed.value.code == 4408
+    assert app.state.calls.open == {}
+
+
+def test_audio_sent_while_the_models_load_is_not_taken_for_a_flood(monkeypatch):
+    # The page streams from the moment the socket opens. Read only once the models were
+    # loaded, those seconds came in as one burst and the pace check ended the call unheard.
+    monkeypatch.setattr(listen_route, "IDLE_S", 1.0)
+    tc, app = client(SlowSpeech())
+    with tc.websocket_connect("/listen") as ws:
+        started = time.monotonic()
+        while time.monotonic() - started < LOAD_S + 1.0:  # real time, 100 ms frames
+            ws.send_bytes(bytes(3200))
+            time.sleep(0.1)
+        # then the page goes quiet: the call ends for that (4408), not for its pace
+        with pytest.raises(WebSocketDisconnect) as closed:
+            said = ws.receive_json()
+            pytest.fail(f"the call said {said}")
         assert closed.value.code == 4408
     assert app.state.calls.open == {}
 

@@ -86,6 +86,58 @@ def ws_owner(app: Any, ws: WebSocket, settings: Settings) -> str | None:
     return str(user) if user else None
 
 
+Inbound = tuple[bytes, float] | dict[str, Any] | None
+"""What the reader passes on: an audio frame and when it arrived, a control message, or None
+(the call is over: the page left, went quiet or broke a rule)."""
+
+
+class CallSocket:
+    """A call's WebSocket: the reader, the session's tasks and the call write to it, one at a
+    time."""
+
+    def __init__(self, ws: WebSocket) -> None:
+        self.ws, self.lock = ws, asyncio.Lock()
+
+    async def send_json(self, message: dict[str, Any]) -> None:
+        async with self.lock:
+            await self.ws.send_json(message)
+
+    async def send_bytes(self, data: bytes) -> None:
+        async with self.lock:
+            await self.ws.send_bytes(data)
+
+
+async def read_call(ws: WebSocket, inbox: asyncio.Queue[Inbound], out: CallSocket) -> None:
+    """Read the call's socket as messages arrive: frames checked (size, pace) on arrival and
+    stamped with it, {"stop": true} passed on; None last, however the call ends."""
+    pace = Pace()
+    try:
+        while True:
+            try:
+                async with asyncio.timeout(IDLE_S):  # not wait_for: it can swallow a cancel
+                    message = await ws.receive()
+            except TimeoutError:
+                await ws.close(code=4408, reason=f"nothing received for {IDLE_S:.0f} s")
+                return
+            if message["type"] == "websocket.disconnect":
+                return
+            data = message.get("bytes")
+            if data is not None:
+                if why := frame_refusal(data, pace):
+                    await out.send_json({"kind": "error", "text": why})
+                    return
+                inbox.put_nowait((data, now_ms()))
+            elif message.get("text"):
+                with contextlib.suppress(ValueError):
+                    control = json.loads(message["text"])
+                    if isinstance(control, dict):
+                        inbox.put_nowait(control)
+    except (WebSocketDisconnect, RuntimeError):
+        pass
+    finally:
+        inbox.put_nowait(None)
+
+
 def add_listen_route(app: Any, rt: Runtime, speech: SpeechModels) -> None:
     """`/listen` on `app`: each call a `VoiceSession` on the runtime `rt`'s turns."""
     from assistant.speech.listener import ListenConfig, Listener
@@ -112,28 +164,32 @@ def add_listen_route(app: Any, rt: Runtime, speech: SpeechModels) -> None:
             calls.leave(owner)
 
     async def _call(ws: WebSocket, owner: str) -> None:
+        out = CallSocket(ws)
+        # The socket is read from the moment it opens: the page sends as soon as it is open,
+        # and loading the models can take seconds on a busy machine. Read later, that audio
+        # came in as one burst that the pace check refused, ending the call unheard; read
+        # now, it is paced as it arrives and heard once the models are ready.
+        inbox: asyncio.Queue[Inbound] = asyncio.Queue()
+        reader = asyncio.create_task(read_call(ws, inbox, out), name="call-read")
         try:
-            stt = await speech.stt()
-            turn_end = await speech.turn_end()
-        except AssistantError as e:
-            await ws.send_json({"kind": "error", "text": f"hands-free is off: {e}"})
-            await ws.close()
-            return
-        listener = Listener(stt, config, turn_end=turn_end)
-        await _session_call(ws, owner, listener)
+            try:
+                stt = await speech.stt()
+                turn_end = await speech.turn_end()
+            except AssistantError as e:
+                await out.send_json({"kind": "error", "text": f"hands-free is off: {e}"})
+                await ws.close()
+                return
+            listener = Listener(stt, config, turn_end=turn_end)
+            await _session_call(out, owner, listener, inbox)
+        finally:
+            reader.cancel()
+            with contextlib.suppress(BaseException):
+                await reader
 
-    async def _session_call(ws: WebSocket, owner: str, listener: Any) -> None:
+    async def _session_call(
+        out: CallSocket, owner: str, listener: Any, inbox: asyncio.Queue[Inbound]
+    ) -> None:
         from assistant.turns.session import VoiceSession
-
-        lock = asyncio.Lock()  # the session's tasks and this loop share the socket
-
-        async def send_json(message: dict[str, Any]) -> None:
-            async with lock:
-                await ws.send_json(message)
-
-        async def send_bytes(data: bytes) -> None:
-            async with lock:
-                await ws.send_bytes(data)
 
         def conversation() -> str:
             cid = rt.conversations.prefs(owner).get("conversation")
@@ -160,34 +216,18 @@ def add_listen_route(app: Any, rt: Runtime, speech: SpeechModels) -> None:
 
         session = VoiceSession(
             listener, rt.turns, owner=owner, conversation=conversation, tts=tts, route=route,
-            send_json=send_json, send_bytes=send_bytes,
+            send_json=out.send_json, send_bytes=out.send_bytes,
         )  # fmt: skip
         hearing = asyncio.create_task(session.run(), name="call-hear")
         calls.join(session)  # typed questions and job notices reach the call from now on
-        pace = Pace()
         try:
-            while True:
-                try:
-                    async with asyncio.timeout(IDLE_S):  # not wait_for: it can swallow a cancel
-                        message = await ws.receive()
-                except TimeoutError:
-                    await ws.close(code=4408, reason=f"nothing received for {IDLE_S:.0f} s")
-                    break
-                if message["type"] == "websocket.disconnect":
-                    break
-                data = message.get("bytes")
-                if data is not None:
-                    if why := frame_refusal(data, pace):
-                        await send_json({"kind": "error", "text": why})
-                        break
-                    await session.feed(data, now_ms())
-                elif message.get("text"):
-                    with contextlib.suppress(ValueError):
-                        control = json.loads(message["text"])
-                        if isinstance(control, dict) and control.get("stop"):
-                            await session.barge_in()  # the page's Stop
+            while (item := await inbox.get()) is not None:
+                if isinstance(item, tuple):
+                    await session.feed(*item)
+                elif item.get("stop"):
+                    await session.barge_in()  # the page's Stop
         except (WebSocketDisconnect, RuntimeError):
-            pass
+            pass  # the page went while the session was telling it something
         finally:
             hearing.cancel()
             with contextlib.suppress(BaseException):
