@@ -37,6 +37,7 @@ from assistant.store.db import Store
 from assistant.store.jobs import MAX_CRASHES
 from assistant.turns.pipeline import STOPPED
 from tests.app_proc import CLI_SERVE, App, app_env, run_app
+from tests.chromium import launch
 from tests.proxy_proc import run_nginx
 from tests.simengine_proc import run_simengine
 from tests.waiting import wait_until
@@ -535,9 +536,7 @@ def test_the_pages_delegate_button_sends_a_key_per_click(open_app):
     store = Store(open_app.data_dir / "assistant.db")
     before = {j.id for j in store.jobs()}
     with sync_playwright() as pw:
-        browser = pw.chromium.launch(
-            executable_path="/usr/bin/chromium", args=["--headless=new", "--no-sandbox"]
-        )
+        browser = launch(pw)
         try:
             page = browser.new_page()
             page.set_default_timeout(60_000)

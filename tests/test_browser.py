@@ -23,26 +23,20 @@ import pytest
 import soundfile as sf
 from prometheus_client.parser import text_string_to_metric_families
 
+from tests import chromium
 from tests.app_proc import CLI_SERVE, App, free_port, run_app
+from tests.chromium import needs_chromium
 from tests.conftest import AUDIO
 from tests.simengine_proc import run_simengine
 
-CHROMIUM = Path("/usr/bin/chromium")
-pytestmark = pytest.mark.skipif(
-    not CHROMIUM.exists(),
-    reason="needs Debian's chromium at /usr/bin/chromium (scripts/setup.sh --test installs it)",
-)
+pytestmark = needs_chromium
 ARGS = [
-    "--headless=new",
-    "--no-sandbox",  # we run as root in a container
-    "--disable-gpu",
+    *chromium.ARGS,
     "--disable-quic",
-    "--no-first-run",
     "--disable-background-networking",
     "--disable-component-update",
     "--disable-sync",
-    "--use-fake-ui-for-media-stream",  # grant the microphone without asking
-    "--use-fake-device-for-media-stream",
+    *chromium.MICROPHONE,
 ]
 SHOTS = os.environ.get("ASSISTANT_SCREENSHOTS")
 RECORD_S = 11.0  # the whole JFK clip
@@ -114,7 +108,7 @@ def page(app: App, mic_wav: Path, tmp_path_factory: pytest.TempPathFactory) -> I
     with sync_playwright() as pw:
         browser = pw.chromium.launch_persistent_context(
             str(tmp_path_factory.mktemp("profile")),  # a fresh user-data-dir
-            executable_path=str(CHROMIUM),
+            executable_path=str(chromium.CHROMIUM),
             headless=True,
             args=[*ARGS, f"--use-file-for-fake-audio-capture={mic_wav}"],
             viewport={"width": 1400, "height": 1250},

@@ -23,16 +23,12 @@ from PIL import Image
 
 from assistant.store.db import Store
 from tests.app_proc import CLI_SERVE, App, run_app
+from tests.chromium import launch, needs_chromium
 from tests.page_session import PageSession, chat_text
 from tests.simengine_proc import run_simengine
 from tests.waiting import wait_until
 
-CHROMIUM = Path("/usr/bin/chromium")
-pytestmark = pytest.mark.skipif(
-    not CHROMIUM.exists(),
-    reason="needs Debian's chromium at /usr/bin/chromium (scripts/setup.sh --test installs it)",
-)
-ARGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run"]
+pytestmark = needs_chromium
 USERS = {"ann": "ann-secret-1", "bob": "bob-secret-2"}
 DESK = {"width": 1400, "height": 1250}
 PHONE = {"width": 390, "height": 844}
@@ -57,7 +53,7 @@ def browser() -> Iterator[Any]:
 
     expect.set_options(timeout=60_000)
     with sync_playwright() as pw:
-        chromium = pw.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=ARGS)
+        chromium = launch(pw)
         try:
             yield chromium
         finally:

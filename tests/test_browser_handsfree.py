@@ -22,14 +22,11 @@ import soundfile as sf
 
 from assistant.store.db import Store
 from tests.app_proc import CLI_SERVE, App, run_app
+from tests.chromium import AUTOPLAY, MICROPHONE, launch, needs_chromium
 from tests.conftest import AUDIO
 from tests.simengine_proc import run_simengine
 
-CHROMIUM = Path("/usr/bin/chromium")
-pytestmark = pytest.mark.skipif(
-    not CHROMIUM.exists(),
-    reason="needs Debian's chromium at /usr/bin/chromium (scripts/setup.sh --test installs it)",
-)
+pytestmark = needs_chromium
 RATE = 16000
 
 
@@ -81,17 +78,10 @@ def page(app: App, mic_wav: Path) -> Iterator[Any]:
     from playwright.sync_api import expect, sync_playwright
 
     expect.set_options(timeout=60_000)
-    args = [
-        "--headless=new",
-        "--no-sandbox",
-        "--use-fake-ui-for-media-stream",
-        "--use-fake-device-for-media-stream",
-        # %noloop: the file plays once, from when the microphone opens
-        f"--use-file-for-fake-audio-capture={mic_wav}%noloop",
-        "--autoplay-policy=no-user-gesture-required",
-    ]
+    # %noloop: the file plays once, from when the microphone opens
+    args = [*MICROPHONE, f"--use-file-for-fake-audio-capture={mic_wav}%noloop", AUTOPLAY]
     with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=args)
+        browser = launch(pw, *args)
         try:
             tab = browser.new_page(viewport={"width": 1400, "height": 1250})
             tab.set_default_timeout(60_000)

@@ -17,20 +17,11 @@ import soundfile as sf
 
 from assistant.store.db import Store
 from tests.app_proc import CLI_SERVE, App, run_app
+from tests.chromium import AUTOPLAY, MICROPHONE, launch
 from tests.conftest import AUDIO
 from tests.fault_speech import Relay, relay
 from tests.simengine_proc import run_simengine
 
-CHROMIUM = Path("/usr/bin/chromium")
-ARGS = [
-    "--headless=new",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--no-first-run",
-    "--use-fake-ui-for-media-stream",
-    "--use-fake-device-for-media-stream",
-    "--autoplay-policy=no-user-gesture-required",
-]
 RECORD_S = 11.0  # the whole JFK clip
 HEARD = re.compile(r"asks? not what your country can do for you", re.IGNORECASE)
 
@@ -59,12 +50,9 @@ def browser_on(app: App, mic: Path) -> Iterator[Any]:
     """A page of `app` in Chromium, its fake microphone playing `mic`."""
     from playwright.sync_api import expect, sync_playwright
 
-    if not CHROMIUM.exists():
-        pytest.fail("needs Debian's chromium at /usr/bin/chromium (scripts/setup.sh --test)")
     expect.set_options(timeout=60_000)
     with sync_playwright() as pw:
-        args = [*ARGS, f"--use-file-for-fake-audio-capture={mic}"]
-        browser = pw.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=args)
+        browser = launch(pw, *MICROPHONE, f"--use-file-for-fake-audio-capture={mic}", AUTOPLAY)
         try:
             tab = browser.new_page(viewport={"width": 1400, "height": 1250})
             tab.set_default_timeout(60_000)

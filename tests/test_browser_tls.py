@@ -37,23 +37,12 @@ from cryptography.hazmat.primitives import serialization
 from assistant.devtools.launcher import running
 from assistant.engine.embedded import free_port
 from tests.app_proc import CLI_SERVE, App, app_env, run_app
+from tests.chromium import AUTOPLAY, MICROPHONE, launch, needs_chromium
 from tests.conftest import AUDIO
 from tests.simengine_proc import run_simengine
 
-CHROMIUM = Path("/usr/bin/chromium")
-pytestmark = pytest.mark.skipif(
-    not CHROMIUM.exists(),
-    reason="needs Debian's chromium at /usr/bin/chromium (scripts/setup.sh --test installs it)",
-)
-ARGS = [
-    "--headless=new",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--no-first-run",
-    "--use-fake-device-for-media-stream",
-    "--autoplay-policy=no-user-gesture-required",
-]
-GRANT_MIC = "--use-fake-ui-for-media-stream"  # the microphone allowed without asking
+pytestmark = needs_chromium
+GRANT_MIC, FAKE_MIC = MICROPHONE  # the microphone allowed without asking; a fake one
 USER, PASSWORD = "ann", "ann-phone-secret"
 PHONE = {"width": 390, "height": 844}
 RATE = 16000
@@ -162,9 +151,9 @@ def pw() -> Iterator[Any]:
 
 @contextlib.contextmanager
 def chromium(pw: Any, *args: str, viewport: dict[str, int] | None = None) -> Iterator[Any]:
-    """A fresh Chromium with ARGS and `args`; yields a page that records its page errors and
-    the WebSockets it opens."""
-    browser = pw.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=[*ARGS, *args])
+    """A fresh Chromium with a fake microphone and `args`; yields a page that records its page
+    errors and the WebSockets it opens."""
+    browser = launch(pw, FAKE_MIC, AUTOPLAY, *args)
     try:
         page = browser.new_page(viewport=viewport or {"width": 1400, "height": 1250})
         page.set_default_timeout(60_000)

@@ -15,23 +15,18 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from assistant.store.db import Store
 from tests.app_proc import App, run_app
+from tests.chromium import launch, needs_chromium
 from tests.openwebui_proc import run_openwebui
 from tests.simengine_proc import run_simengine, sim_requests
 from tests.waiting import wait_until
 
-CHROMIUM = Path("/usr/bin/chromium")
-pytestmark = pytest.mark.skipif(
-    not CHROMIUM.exists(),
-    reason="needs Debian's chromium at /usr/bin/chromium (scripts/setup.sh --test installs it)",
-)
-ARGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run"]
+pytestmark = needs_chromium
 QUESTION = "What is the capital of France?"
 DEEP = "Delegate: write a long report on rivers."
 FOLLOW_UP = "Thanks! And in one line?"
@@ -55,7 +50,7 @@ def page(stack: tuple[str, App, str]) -> Iterator[Any]:
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as pw:
-        chromium = pw.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=ARGS)
+        chromium = launch(pw)
         try:
             tab = chromium.new_page(viewport={"width": 1280, "height": 900})
             tab.set_default_timeout(60_000)

@@ -15,9 +15,9 @@ from assistant.records import TurnResult
 from assistant.store.db import Store
 from assistant.turns.pipeline import STOPPED
 from tests.app_proc import CLI_SERVE, App, run_app
+from tests.chromium import CHROMIUM, needs_chromium
 from tests.test_browser import (  # noqa: F401
     ARGS,
-    CHROMIUM,
     HEARD,
     RECORD_S,
     last_bot,
@@ -30,7 +30,7 @@ from tests.waiting import wait_until
 OWNER = "local"  # no login: every turn is the local user's
 pytestmark = [
     pytest.mark.timeout(900),
-    pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium"),
+    needs_chromium,
 ]
 
 

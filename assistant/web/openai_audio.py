@@ -44,10 +44,8 @@ class OpenAIAudio:
         self.route, self.speech, self.settings = route, speech, settings
 
     async def transcriptions(self, request: Request) -> Response:
-        owner = ""
         try:
-            owner = self.route.gate.owner(request)
-            self.route.admission.enter(owner)
+            owner = self.route.admit(request)
         except ApiError as e:
             return e.response()
         try:
@@ -115,10 +113,8 @@ class OpenAIAudio:
                            "invalid_request_error") from e  # fmt: skip
 
     async def speak(self, request: Request) -> Response:
-        owner = ""
         try:
-            owner = self.route.gate.owner(request)
-            self.route.admission.enter(owner)
+            owner = self.route.admit(request)
         except ApiError as e:
             return e.response()
         streaming = False

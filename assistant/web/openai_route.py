@@ -116,6 +116,13 @@ class OpenAIRoute:
         self.threads = Threads(conversations)
         self.admission = Admission(settings.max_queue, settings.max_api_per_user)
 
+    def admit(self, request: Request) -> str:
+        """The request's login, given one of the endpoint's places (`admission.leave(login)`
+        frees it); ApiError if it has no login or no place is free."""
+        owner = self.gate.owner(request)
+        self.admission.enter(owner)
+        return owner
+
     async def models(self, request: Request) -> Response:
         try:
             self.gate.owner(request)
