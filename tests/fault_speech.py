@@ -85,13 +85,8 @@ def fault_server() -> Iterator[tuple[str, FaultServer]]:
     """(base `http://127.0.0.1:PORT`, server) until the block ends."""
     server = FaultServer(("127.0.0.1", 0), Handler)
     server.requests, server.captured = [], []
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}", server
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serving(server) as base:
+        yield base, server
 
 
 class Relay(ThreadingHTTPServer):
@@ -131,10 +126,17 @@ def relay(upstream: str) -> Iterator[tuple[str, Relay]]:
     """A counting relay to `upstream` (`http://host:port`): (its base URL, the relay)."""
     server = Relay(("127.0.0.1", 0), RelayHandler)
     server.upstream, server.paths = upstream.rstrip("/"), []
+    with serving(server) as base:
+        yield base, server
+
+
+@contextlib.contextmanager
+def serving(server: ThreadingHTTPServer) -> Iterator[str]:
+    """`server` answering on a thread of its own until the block ends: its base URL."""
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
-        yield f"http://127.0.0.1:{server.server_address[1]}", server
+        yield f"http://127.0.0.1:{server.server_address[1]}"
     finally:
         server.shutdown()
         server.server_close()
