@@ -20,7 +20,7 @@ async def test_deep_requests_in_flight_are_capped():
     log: list[str] = []
     release = asyncio.Event()
     tasks = [asyncio.create_task(_hold(sched, "deep", log, release)) for _ in range(3)]
-    await until(lambda: sched.waiting["deep"] == 1, 2, "the third request to wait")
+    await until(lambda: sched.waiting["deep"] == 1, 10, "the third request to wait")
     assert log == ["deep", "deep"]
     release.set()
     await asyncio.gather(*tasks)
@@ -32,13 +32,13 @@ async def test_chat_is_admitted_before_waiting_deep():
     log: list[str] = []
     first, rest = asyncio.Event(), asyncio.Event()
     running = asyncio.create_task(_hold(sched, "deep", log, first))
-    await until(lambda: log == ["deep"], 2, "the first deep request to run")
+    await until(lambda: log == ["deep"], 10, "the first deep request to run")
     deep2 = asyncio.create_task(_hold(sched, "deep", log, rest))
-    await until(lambda: sched.waiting["deep"] == 1, 2, "the second deep request to wait")
+    await until(lambda: sched.waiting["deep"] == 1, 10, "the second deep request to wait")
     chat = asyncio.create_task(_hold(sched, "chat", log, rest))  # arrives after deep2
-    await until(lambda: sched.waiting["chat"] == 1, 2, "the chat request to wait")
+    await until(lambda: sched.waiting["chat"] == 1, 10, "the chat request to wait")
     first.set()
-    await until(lambda: len(log) == 2, 2, "the next request to be admitted")
+    await until(lambda: len(log) == 2, 10, "the next request to be admitted")
     rest.set()
     await asyncio.gather(running, deep2, chat)
     assert log == ["deep", "chat", "deep"]
@@ -69,7 +69,7 @@ async def test_chat_waits_for_a_free_slot_without_preempting_when_slots_remain()
     log: list[str] = []
     release = asyncio.Event()
     d = asyncio.create_task(_hold(sched, "deep", log, release))
-    await until(lambda: log == ["deep"], 2, "the deep request to run")
+    await until(lambda: log == ["deep"], 10, "the deep request to run")
     async with sched.admit("chat"):
         log.append("chat-in")
     release.set()
@@ -83,7 +83,7 @@ async def test_scheduler_off_admits_everything_at_once():
     log: list[str] = []
     release = asyncio.Event()
     tasks = [asyncio.create_task(_hold(sched, "deep", log, release)) for _ in range(4)]
-    await until(lambda: len(log) == 4, 2, "all four requests to be admitted at once")
+    await until(lambda: len(log) == 4, 10, "all four requests to be admitted at once")
     release.set()
     await asyncio.gather(*tasks)
 
@@ -95,7 +95,7 @@ async def test_queue_is_bounded():
     release = asyncio.Event()
     log: list[str] = []
     tasks = [asyncio.create_task(_hold(sched, "deep", log, release)) for _ in range(3)]
-    await until(lambda: sched.waiting["deep"] == 2, 2, "two requests to wait")
+    await until(lambda: sched.waiting["deep"] == 2, 10, "two requests to wait")
     try:
         async with sched.admit("deep"):
             raise AssertionError("a fourth request must be refused")
