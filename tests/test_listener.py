@@ -119,6 +119,34 @@ def test_long_pauses_inside_a_sentence_do_not_end_the_turn(stt):
     assert "americans" in alone.text.lower()
 
 
+def test_going_on_while_the_reply_plays_is_one_turn_even_when_the_reply_quotes_it(stt):
+    # On a busy machine the reply to "And so my fellow Americans," can be playing by the time
+    # "ask not ..." arrives. The joined turn's transcript then begins with the words the reply
+    # quotes ("You said: And so my fellow Americans."), and it was dropped as the reply's echo:
+    # the rest of the sentence came out as a second turn, cut at its first word.
+    audio = np.concatenate([silence(0.3), load(AUDIO / "jfk.flac"), silence(2.0)])
+    reply = "You said: And so my fellow Americans. This is a simulated answer from the engine."
+
+    async def run() -> list:
+        listener = Listener(stt, turn_end=load_turn_end())
+        data, out, chunk = pcm(audio), [], 1600
+        try:
+            for i in range(0, len(data), chunk * 2):
+                out += await listener.feed(data[i : i + chunk * 2])
+                out += await listener.settle()
+                if finals(out) and listener._playing is None:
+                    listener.playing(reply)  # the first part's reply starts at once
+        finally:
+            await listener.close()
+        return out
+
+    heard = asyncio.run(run())
+    assert not [h for h in heard if h.kind == "ignored"], heard
+    first, whole = finals(heard)
+    assert "americans" in first.text.lower() and first.utterance == whole.utterance == 1
+    assert "ask not" in whole.text.lower() and "for your country" in whole.text.lower()
+
+
 def test_silence_noise_and_a_click_start_no_turn(stt):
     rng = np.random.default_rng(1)
     click = np.concatenate([silence(1.0), rng.standard_normal(1600) * 0.5, silence(1.0)])

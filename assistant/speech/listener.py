@@ -114,6 +114,8 @@ class Listener(Transcribing):
         self._committed: tuple[float, float] | None = None  # (endpoint_ms, decided_at)
         self._decided_by = ""
         self._candidate_sent = False
+        self._went_on = False
+        """This utterance continues the last committed one (its audio first): the person's."""
 
     def playing(self, text: str | None) -> None:
         """The reply being spoken to the user (None once it stops): the echo guard."""
@@ -211,6 +213,7 @@ class Listener(Transcribing):
         if self._closed is not None:
             # soon after the last turn was committed: the same turn, going on
             prefix, self._closed = self._closed, None
+            self._went_on = True
             offset = len(prefix)
             self._audio = prefix + self._audio
             self._last_voiced += offset
@@ -321,7 +324,10 @@ class Listener(Transcribing):
             self._reset()
             self._closed = None
             return True
-        if self._playing and is_echo(text, self._playing):
+        # a turn that went on is the person's: it was heard as them before it was joined to
+        # what they said first, and a reply that quotes those first words (as the scripted
+        # engine's "You said: ..." does) would otherwise pass the whole for its echo
+        if self._playing and not self._went_on and is_echo(text, self._playing):
             self._say(Heard("ignored", number, text, reason="echo", audio_s=audio_s))
             self._reset()
             self._closed = None
