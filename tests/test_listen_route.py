@@ -29,6 +29,9 @@ class Speech:
     async def turn_end(self):
         return None
 
+    async def vad(self):
+        return None  # StreamingVad's own (the real Silero)
+
 
 class SlowSpeech(Speech):
     """Models that take seconds to load (the first call on a busy machine)."""

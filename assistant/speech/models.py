@@ -40,9 +40,18 @@ class SpeechModels:
 
         return await asyncio.to_thread(load_turn_end)
 
+    async def vad(self) -> Any:
+        """Silero VAD's session for a call's listener, loaded in a thread: its first load
+        imports faster-whisper (with remote speech, nothing else has), which would hold up the
+        event loop and every call on it."""
+        from assistant.speech.vad import vad_session
+
+        return await asyncio.to_thread(vad_session)
+
     async def warm(self) -> None:
         """Load them all at start so the first voice turn does not pay for it."""
-        loads = (("Whisper", self.stt), ("Piper", self.tts), ("turn end", self.turn_end))
+        loads = (("Whisper", self.stt), ("Piper", self.tts), ("turn end", self.turn_end),
+                 ("voice activity", self.vad))  # fmt: skip
         for name, load in loads:
             self.loading = f"Loading the speech model ({name})"
             try:

@@ -10,16 +10,20 @@ CONTEXT = 64
 """Samples of the previous frame Silero v6 reads before each frame."""
 
 
+def vad_session() -> Any:
+    """Silero's ONNX session, loaded once (faster-whisper caches it); every call's
+    `StreamingVad` keeps its own state on it."""
+    from faster_whisper.vad import get_vad_model
+
+    return get_vad_model().session
+
+
 class StreamingVad:
     """Silero VAD carried across calls (its LSTM state and the 64-sample context), so a
     stream cut into any chunks gets the probabilities one long array would."""
 
     def __init__(self, session: Any | None = None):
-        if session is None:
-            from faster_whisper.vad import get_vad_model
-
-            session = get_vad_model().session
-        self.session = session
+        self.session = session if session is not None else vad_session()
         self.h = np.zeros((1, 1, 128), dtype=np.float32)
         self.c = np.zeros((1, 1, 128), dtype=np.float32)
         self.context = np.zeros(CONTEXT, dtype=np.float32)

@@ -140,7 +140,7 @@ async def read_call(ws: WebSocket, inbox: asyncio.Queue[Inbound], out: CallSocke
 
 def add_listen_route(app: Any, rt: Runtime, speech: SpeechModels) -> None:
     """`/listen` on `app`: each call a `VoiceSession` on the runtime `rt`'s turns."""
-    from assistant.speech.listener import ListenConfig, Listener
+    from assistant.speech.listener import ListenConfig, Listener, StreamingVad
 
     settings = rt.settings
     config = ListenConfig(fallback_ms=settings.handsfree_pause_ms)
@@ -175,11 +175,12 @@ def add_listen_route(app: Any, rt: Runtime, speech: SpeechModels) -> None:
             try:
                 stt = await speech.stt()
                 turn_end = await speech.turn_end()
+                vad = StreamingVad(await speech.vad())
             except AssistantError as e:
                 await out.send_json({"kind": "error", "text": f"hands-free is off: {e}"})
                 await ws.close()
                 return
-            listener = Listener(stt, config, turn_end=turn_end)
+            listener = Listener(stt, config, vad=vad, turn_end=turn_end)
             await _session_call(out, owner, listener, inbox)
         finally:
             reader.cancel()
