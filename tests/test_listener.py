@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import multiprocessing
 import os
+import random
 import threading
 import time
 
@@ -145,6 +146,83 @@ def test_going_on_while_the_reply_plays_is_one_turn_even_when_the_reply_quotes_i
     first, whole = finals(heard)
     assert "americans" in first.text.lower() and first.utterance == whole.utterance == 1
     assert "ask not" in whole.text.lower() and "for your country" in whole.text.lower()
+
+
+def jfk_with_the_reply_playing(listener: Listener, step_s: float) -> list:
+    """jfk.flac, heard in 100 ms chunks until the first final; then the reply to it plays
+    (quoting it, as the scripted engine's does) and the rest comes `step_s` at a time."""
+    audio = np.concatenate([silence(0.3), load(AUDIO / "jfk.flac"), silence(3.0)])
+    reply = "You said: And so my fellow Americans. This is a simulated answer from the engine."
+
+    async def run() -> list:
+        data, out, i = pcm(audio), [], 0
+        try:
+            while i < len(data):
+                step = 3200 if listener._playing is None else int(step_s * RATE) * 2
+                out += await listener.feed(data[i : i + step])
+                out += await listener.settle()
+                i += step
+                if finals(out) and listener._playing is None:
+                    listener.playing(reply)
+        finally:
+            await listener.close()
+        return out
+
+    return asyncio.run(run())
+
+
+def test_a_first_word_with_no_words_heard_in_it_still_goes_on_with_the_turn(stt):
+    # "Ask" alone, said over the reply, is transcribed as nothing: it was dropped with the
+    # window for going on, and "not what your country ..." became a turn of its own
+    heard = jfk_with_the_reply_playing(Listener(stt, turn_end=load_turn_end()), 1.5)
+    whole = finals(heard)[-1]
+    assert whole.utterance == 1 and "ask not" in whole.text.lower(), finals(heard)
+    assert "americans" in whole.text.lower() and "for your country" in whole.text.lower()
+
+
+class SlowServer:
+    """A speech server (previews and finals run at once) answering in `lo`-`hi` seconds."""
+
+    remote = True
+
+    def __init__(self, stt, lo: float, hi: float, seed: int) -> None:
+        self.stt, self.lo, self.hi, self.rng = stt, lo, hi, random.Random(seed)
+
+    def transcribe(self, samples, **kw):
+        time.sleep(self.rng.uniform(self.lo, self.hi))
+        return self.stt.transcribe(samples, **kw)
+
+
+@pytest.mark.parametrize(("lo", "hi", "seed"), [(0.05, 0.1, 0), (0.05, 0.6, 1)])
+def test_going_on_over_the_reply_in_real_time_never_leaves_the_turn_waiting(stt, lo, hi, seed):
+    # In real time, with a speech server: "ask not", said as the reply to "Americans" plays,
+    # was told apart from its echo only at the pause after it; joining it to the last turn
+    # dropped the transcription in flight and asked for none, and the turn then waited for
+    # its words for ever, holding all that came after (the rest of the sentence was lost)
+    audio = np.concatenate([silence(1.5), load(AUDIO / "jfk.flac"), silence(5.0)])
+    reply = "You said: And so my fellow Americans. This is a simulated answer from the engine."
+
+    async def run() -> list:
+        listener = Listener(SlowServer(stt, lo, hi, seed), turn_end=load_turn_end())
+        data, out = pcm(audio), []
+        try:
+            for i in range(0, len(data), 3200):
+                out += await listener.feed(data[i : i + 3200])
+                await asyncio.sleep(0.1)  # 100 ms of audio every 100 ms
+                out += listener.take()
+                if finals(out) and listener._playing is None:
+                    listener.playing(reply)
+            out += await listener.settle()
+        finally:
+            await listener.close()
+        return out
+
+    heard = asyncio.run(run())
+    spoken = {h.utterance for h in heard if h.kind == "speech"}
+    assert spoken <= {h.utterance for h in heard if h.kind in ("final", "ignored")}, heard
+    whole = finals(heard)[-1]
+    assert whole.utterance == 1 and "for your country" in whole.text.lower(), finals(heard)
+    assert "americans" in whole.text.lower() and "ask not" in whole.text.lower()
 
 
 def test_silence_noise_and_a_click_start_no_turn(stt):

@@ -20,16 +20,15 @@ reading audio while they run (transcriptions: `speech.transcribing`)."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections import deque
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 
 from assistant.records import now_ms
 from assistant.speech.echo import is_echo, words
 from assistant.speech.hearing import Heard, HeardKind, ListenConfig
-from assistant.speech.stages import SpeechToText
+from assistant.speech.stages import SpeechToText, TurnEndModel
 from assistant.speech.transcribing import Job, Transcribing
 from assistant.speech.turn_end import run_turn_end
 from assistant.speech.vad import StreamingVad
@@ -43,10 +42,6 @@ FRAME_MS = FRAME * 1000 / RATE
 CHECK_EVERY_MS = 250
 TAIL_FRAMES = 4
 """Frames kept after the last voiced one for the transcript (128 ms: the word's release)."""
-
-
-class TurnEndModel(Protocol):
-    def probability(self, audio: np.ndarray) -> float: ...  # P(the turn is complete)
 
 
 class Listener(Transcribing):
@@ -226,6 +221,10 @@ class Listener(Transcribing):
             self.count += 1
         self._say(Heard("speech", self.count))
 
+    def _final_upto(self) -> int:
+        """The frames a final transcript reads: to the last word and its release."""
+        return min(len(self._audio), self._last_voiced + TAIL_FRAMES)
+
     def _preview_due(self) -> bool:
         since = (len(self._audio) - self._preview_at) * FRAME_MS
         return since >= self.config.preview_every_ms
@@ -241,17 +240,9 @@ class Listener(Transcribing):
             reason = "echo" if self._echo else "too short"
             number = self.count if self._announced else self.count + 1
             self._say(Heard("ignored", number, reason=reason, audio_s=audio_s))
-            audio, gap = self._audio, (len(self._audio) - self._last_voiced) * FRAME_MS
-            self._reset()
-            if self._closed is not None and reason == "too short":
-                # a short sound ("Ask | not what ...") after the last turn: the window for
-                # going on with that turn runs from it
-                self._closed += audio
-                self._closed_gap_ms = gap
-            else:
-                self._closed = None
+            self._drop(keep=reason == "too short")
             return
-        upto = min(len(self._audio), self._last_voiced + TAIL_FRAMES)
+        upto = self._final_upto()
         running = self._running
         if self._text is None or self._text_upto < self._last_voiced:
             self._text = None
@@ -321,22 +312,20 @@ class Listener(Transcribing):
         audio_s = len(self._audio) * FRAME_MS / 1000
         if not text:
             self._say(Heard("ignored", number, reason="no words", audio_s=audio_s))
-            self._reset()
-            self._closed = None
+            self._drop(keep=True)  # Whisper hears no word in "Ask": the rest may follow
             return True
         # a turn that went on is the person's: it was heard as them before it was joined to
         # what they said first, and a reply that quotes those first words (as the scripted
         # engine's "You said: ..." does) would otherwise pass the whole for its echo
         if self._playing and not self._went_on and is_echo(text, self._playing):
             self._say(Heard("ignored", number, text, reason="echo", audio_s=audio_s))
-            self._reset()
-            self._closed = None
+            self._drop(keep=False)
             return True
         if not self._announced:
             merging = self._closed is not None
             self._announce()
             if merging:  # it went on from the last turn: the whole is transcribed again
-                self._transcribe("final", min(len(self._audio), self._last_voiced + TAIL_FRAMES))
+                self._transcribe("final", self._final_upto())
                 return False
         if not self._candidate_sent:
             self._candidate_sent = True
@@ -366,6 +355,18 @@ class Listener(Transcribing):
             self._closed, self._closed_number, self._closed_gap_ms = audio, self.count, gap
         return True
 
+    def _drop(self, *, keep: bool) -> None:
+        """End this utterance unheard. `keep`: a sound soon after the last turn that is not
+        yet words ("Ask | not what ..."): kept with that turn's audio, and the window for going
+        on with it runs from it."""
+        audio, gap = self._audio, (len(self._audio) - self._last_voiced) * FRAME_MS
+        self._reset()
+        if keep and self._closed is not None:
+            self._closed += audio
+            self._closed_gap_ms = gap
+        else:
+            self._closed = None
+
     def _resume(self) -> None:
         """Speech after a candidate end: the same utterance goes on."""
         self._epoch += 1
@@ -391,8 +392,12 @@ class Listener(Transcribing):
                     self._echo = bool(text)
                 elif not self._announced:
                     self._announce()
-                    if job.utterance != self._uid:
-                        return  # it went on from the last turn: this text is of a part
+                    if job.utterance != self._uid:  # it went on from the last turn
+                        if self._candidate:
+                            # at a pause already: the whole's words are needed now (nothing
+                            # else asks for them, and the turn waited for them for ever)
+                            self._transcribe("final", self._final_upto())
+                        return  # this text is of a part
         if self._announced and text and text != self._shown:
             self._shown = text
             self._say(Heard("partial", self.count, text))
@@ -402,15 +407,10 @@ class Listener(Transcribing):
         elif self._candidate and self._text is None and self._running is None:
             # what finished was older than the pause: now the final one
             if self._waiting is None:
-                self._transcribe("final", min(len(self._audio), self._last_voiced + TAIL_FRAMES))
+                self._transcribe("final", self._final_upto())
 
     async def close(self) -> None:
-        tasks = list(self._tasks)
-        for task in tasks:
-            task.cancel()
-        for task in tasks:
-            with contextlib.suppress(BaseException):
-                await task
+        await self._cancel_tasks()
         self._reset()
         self._pending = np.zeros(0, dtype=np.float32)
         self._preroll.clear()

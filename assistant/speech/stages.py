@@ -22,3 +22,9 @@ class TextToSpeech(Protocol):
     """Text in, one mono int16 audio chunk per sentence out."""
 
     def synthesize(self, text: str) -> Iterator[AudioChunk]: ...
+
+
+class TurnEndModel(Protocol):
+    """The audio of a turn so far in, the probability that the person has finished out."""
+
+    def probability(self, audio: np.ndarray) -> float: ...

@@ -12,6 +12,7 @@ for other listeners' transcriptions.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -156,6 +157,14 @@ class Transcribing:
         self._say(Heard("ignored", number, reason=f"speech recognition failed: {reason}"))
         self._reset()
         self._closed = None
+
+    async def _cancel_tasks(self) -> None:
+        tasks = list(self._tasks)
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(BaseException):
+                await task
 
     def _spawn(self, coro: Any) -> None:
         task = asyncio.ensure_future(coro)
