@@ -11,6 +11,7 @@ import os
 import random
 import threading
 import time
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -223,6 +224,28 @@ def test_going_on_over_the_reply_in_real_time_never_leaves_the_turn_waiting(stt,
     whole = finals(heard)[-1]
     assert whole.utterance == 1 and "for your country" in whole.text.lower(), finals(heard)
     assert "americans" in whole.text.lower() and "ask not" in whole.text.lower()
+
+
+class ByLength:
+    """Whisper, except that under 1.2 s of audio (a faint "Ask" alone) it hears "And", as
+    tiny.en did in a call."""
+
+    def __init__(self, stt) -> None:
+        self.stt = stt
+
+    def transcribe(self, samples, **kw):
+        seconds = len(samples) / RATE
+        heard = self.stt.transcribe(samples, **kw)
+        return replace(heard, text="And.") if seconds < 1.2 else heard
+
+
+def test_a_first_word_heard_as_a_word_of_the_reply_still_goes_on_with_the_turn(stt):
+    # the reply quotes "And so ...", so "And" (a faint "Ask") alone was the reply's echo: it
+    # closed the window for going on, and the rest became a turn of its own
+    heard = jfk_with_the_reply_playing(Listener(ByLength(stt), turn_end=load_turn_end()), 1.5)
+    assert any(h.kind == "ignored" and h.reason == "echo" for h in heard), heard
+    whole = finals(heard)[-1]
+    assert whole.utterance == 1 and "for your country" in whole.text.lower(), finals(heard)
 
 
 def test_silence_noise_and_a_click_start_no_turn(stt):

@@ -319,7 +319,9 @@ class Listener(Transcribing):
         # engine's "You said: ..." does) would otherwise pass the whole for its echo
         if self._playing and not self._went_on and is_echo(text, self._playing):
             self._say(Heard("ignored", number, text, reason="echo", audio_s=audio_s))
-            self._drop(keep=False)
+            # a word or two the reply also has is weak evidence (a faint "Ask" is heard as
+            # "And"): soon after the last turn it stays with it, in case the person goes on
+            self._drop(keep=len(words(text)) <= 2)
             return True
         if not self._announced:
             merging = self._closed is not None
