@@ -14,6 +14,7 @@ Without .venv-owui (scripts/setup_openwebui.sh) or Chromium these tests skip; CI
 from __future__ import annotations
 
 import contextlib
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -161,13 +162,15 @@ def test_open_webui_hears_and_speaks_through_the_app(
         )
         assert heard.status_code == 200, heard.text
         assert "country" in heard.json()["text"].lower()  # the app's Whisper heard it
-        said = http.post("api/v1/audio/speech", json={"input": "Paris is the capital of France."})
+        # a sentence tiny.en hears back every time (25 of 25 here): Piper's voice varies from
+        # one synthesis to the next, and "Paris is the capital of France." came back as
+        # "Parishes the capital ..." 3 times in 20
+        asked = "The weather today is sunny with a light breeze."
+        said = http.post("api/v1/audio/speech", json={"input": asked})
     assert said.status_code == 200, said.text
     assert said.headers["content-type"].startswith("audio/") and len(said.content) > 4000
     # and back through the app: the speech Open WebUI got is the sentence asked for
     with httpx.Client(base_url=app.url, timeout=120) as http:
         back = http.post("v1/audio/transcriptions", files={"file": ("s.audio", said.content)})
     assert back.status_code == 200, back.text
-    assert {"paris", "capital", "france"} <= set(
-        back.json()["text"].lower().replace(".", "").split()
-    )
+    assert {"weather", "sunny", "breeze"} <= set(re.findall(r"[a-z]+", back.json()["text"].lower()))
