@@ -220,7 +220,7 @@ def test_voice_settings_are_remembered_per_login(ann, app):
     ann.get_by_text("Voice settings").click()
     rate = ann.locator("#rate input[type=number]")
     rate.fill("1.5")
-    rate.press("Tab")  # leaving the box is the slider's "release": the rate is saved
+    rate.press("Tab")  # the typed rate is saved as typed (it once saved the old one on leaving)
     ann.get_by_label("Speak replies").uncheck()
     expect(ann.locator("#reply-audio")).to_be_hidden()  # no player when nothing is spoken
 

@@ -318,7 +318,9 @@ def build_ui(rt: Runtime, speech: SpeechModels | None = None) -> gr.Blocks:
         wire_conversations(demo, side, library, session, chatbot, replies)
         speak.input(voices.save_speak, inputs=speak, outputs=reply_audio, **private)
         voice.voice.input(voices.save_voice, inputs=voice.voice, **private)
-        voice.rate.release(voices.save_rate, inputs=voice.rate, **private)
+        # on input, not release: a rate typed in the box and left with Tab was released with
+        # the old value (CI saw 1.0 saved for 1.5); the last of a drag's inputs is what is kept
+        voice.rate.input(voices.save_rate, inputs=voice.rate, trigger_mode="always_last", **private)
         demo.load(
             voices.load_voice, outputs=[voice.voice, voice.rate, speak, reply_audio], **private
         )
