@@ -135,7 +135,9 @@ class OpenAIRoute:
         received = now_ms()
         try:
             owner = self.gate.owner(request)
-            ask = parse(await read_json(request), dict(request.headers), self.settings)
+            body = await read_json(request)
+            # up to MAX_BODY_BYTES of messages to read through: off the event loop (issue 38)
+            ask = await asyncio.to_thread(parse, body, dict(request.headers), self.settings)
             self.admission.enter(owner)
         except ApiError as e:
             return e.response()

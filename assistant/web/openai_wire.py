@@ -5,6 +5,7 @@ conversations, admission gates and the event stream (used by `web.openai_route`)
 from __future__ import annotations
 
 import asyncio
+import bisect
 import hmac
 import json
 import re
@@ -50,8 +51,63 @@ SHOWN_THINKING = re.compile(
     r"<details\b[^>]*\btype=\"reasoning\"[^>]*>.*?</details>\s*|<think>.*?</think>\s*", re.S
 )
 """Reasoning a client folded into an earlier answer's text (Open WebUI's `<details>`): not part
-of the answer the conversation stored."""
+of the answer the conversation stored. The pattern says what is removed; `strip_shown_thinking`
+removes it in linear time (the pattern itself backtracks: cubic on `<details type="reasoning" `
+repeated, a 45 kB request froze the event loop for 20 s, issue 38)."""
+_THINKING_MARKS = re.compile(r"<details\b|<think>|</details>|</think>")
+_REASONING_ATTR = re.compile(r"\btype=\"reasoning\"")
 STANDARD_FINISH = {"stop": "stop", "length": "length", "delegated": "stop", "tool_calls": "stop"}
+
+
+def strip_shown_thinking(text: str) -> str:
+    """`SHOWN_THINKING.sub("", text)`, in time linear in the text.
+
+    One pass over the markers (a literal alternation: no backtracking), each tag's end and
+    closing marker looked up once: a `<details` whose tag is not reasoning skips every
+    `<details` up to its `>` (they share that `>`, so none of them is either), and an opening
+    with no closing after it means no later one has one."""
+    marks = [(m.start(), m.group()) for m in _THINKING_MARKS.finditer(text)]
+    if not marks:
+        return text
+    closes = {"</details>": [i for i, m in marks if m == "</details>"],
+              "</think>": [i for i, m in marks if m == "</think>"]}  # fmt: skip
+    out: list[str] = []
+    pos = 0  # the text before it is decided
+    details_from = 0  # a `<details` before this cannot start a match
+    details_dead = think_dead = False
+    for start, mark in marks:
+        if start < pos:
+            continue  # inside what a match removed
+        end = -1
+        if mark == "<details" and not details_dead and start >= details_from:
+            tag_end = text.find(">", start)
+            if tag_end < 0:
+                details_dead = True
+            elif not _REASONING_ATTR.search(text, start, tag_end):
+                details_from = tag_end
+            else:
+                end = _after_close(text, closes["</details>"], tag_end + 1, "</details>")
+                details_dead = end < 0
+        elif mark == "<think>" and not think_dead:
+            end = _after_close(text, closes["</think>"], start + len(mark), "</think>")
+            think_dead = end < 0
+        if end >= 0:
+            out.append(text[pos:start])
+            pos = end
+    out.append(text[pos:])
+    return "".join(out)
+
+
+def _after_close(text: str, closes: list[int], since: int, mark: str) -> int:
+    """Where the match ends: after the first `mark` at or after `since` and the white space
+    after it; -1 when there is none."""
+    found = bisect.bisect_left(closes, since)
+    if found == len(closes):
+        return -1
+    end = closes[found] + len(mark)
+    while end < len(text) and text[end].isspace():  # as `\s` matches
+        end += 1
+    return end
 
 
 class ApiError(Exception):
@@ -152,15 +208,16 @@ def text_of(content: Any) -> str:
 def exchanges(messages: list[tuple[str, str]]) -> tuple[tuple[str, str], ...]:
     """(request, reply) pairs from alternating messages; messages of the same role in a row
     are joined (a client may send two user messages before a reply)."""
-    merged: list[list[str]] = []
+    runs: list[tuple[str, list[str]]] = []  # joined once: `+=` in a loop is quadratic
     for role, text in messages:
-        if merged and merged[-1][0] == role:
-            merged[-1][1] += "\n\n" + text
+        if runs and runs[-1][0] == role:
+            runs[-1][1].append(text)
         else:
-            merged.append([role, text])
+            runs.append((role, [text]))
     pairs: list[tuple[str, str]] = []
     pending: str | None = None
-    for role, text in merged:
+    for role, parts in runs:
+        text = "\n\n".join(parts)
         if role == "user":
             pending = text
         elif pending is not None:
@@ -192,7 +249,7 @@ def parse(body: Any, headers: dict[str, str], settings: Settings) -> Completion:
         if role == "user":
             messages.append((role, text_of(m.get("content"))))
         elif role == "assistant":
-            messages.append((role, SHOWN_THINKING.sub("", text_of(m.get("content")))))
+            messages.append((role, strip_shown_thinking(text_of(m.get("content")))))
         elif role not in ("system", "developer", "tool"):
             raise ApiError(400, f"unknown message role {role!r}", "invalid_request_error")
         # system/developer: the assistant's own system prompt leads instead; tool results
@@ -203,6 +260,10 @@ def parse(body: Any, headers: dict[str, str], settings: Settings) -> Completion:
     while last > 0 and messages[last - 1][0] == "user":
         last -= 1  # the user's last messages in a row are one request
     text = "\n\n".join(t for _, t in messages[last:]).strip()
+    limit = settings.max_text_chars
+    if len(text) > limit:  # before any pattern reads it (housekeeping)
+        raise ApiError(400, f"the message is too long ({len(text)} characters; the limit is "
+                       f"{limit}, max_text_chars)", "invalid_request_error")  # fmt: skip
     effort = body.get("reasoning_effort")
     lane = EFFORT_LANES.get(str(effort).lower()) if effort else None
     chore = recognise(text, last > 0, body)
