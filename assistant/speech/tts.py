@@ -10,7 +10,7 @@ import threading
 import tomllib
 import unicodedata
 import wave
-from collections import defaultdict
+from collections import OrderedDict, defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from importlib import resources
@@ -102,12 +102,21 @@ def _voice_at(name: str, model: Path) -> VoiceFiles:
 
 # --- text preparation: Piper reads symbols aloud or chokes on them -------------------------
 
-_LINK = re.compile(r"!?\[([^\]]*)\]\([^)]*\)")
-_URL = re.compile(r"https?://\S+?(?=[.,;:!?)]*(?:\s|$))")
+# Every pattern here runs on text a client sends (`/v1/audio/speech`), so each is linear: no
+# repetition whose match can restart inside another's (issue 38: `[` or spaces repeated made
+# the old forms quadratic, a quarter of a second for 8,000 characters).
+_LINK = re.compile(r"!?\[([^\[\]]*)\]\([^()]*\)")
+_URL = re.compile(r"https?://\S+")
+_URL_TAIL = ".,;:!?)"
+"""Punctuation after a link that belongs to the sentence, not the link."""
 _LINE_MARKUP = re.compile(r"^[ \t]*(?:#{1,6}|>+|[-*+•][ \t]|\d+[.)][ \t]|[-*_=]{3,}[ \t]*$)", re.M)
 _SYMBOLS = re.compile(r"[*_`~#|<>\\^]+")
 _SPACES = re.compile(r"[ \t]+")
-_SPACE_BEFORE_MARK = re.compile(r"[ \t]+([.,!?;:])")
+_SPACE_BEFORE_MARK = re.compile(r"(?<![ \t])[ \t]+([.,!?;:])")
+SPEECH_BLOCK_CHARS = 1000
+"""Text is split into sentences a block of at most this many characters at a time: pysbd's
+time grows with the square of the sentences it is given (0.8 s for 8,000 characters of
+"1. "), a block's is bounded."""
 _KEEP_SO = {"°"}  # "other symbol" characters worth keeping: Piper reads 20° as "degrees"
 
 
@@ -115,13 +124,23 @@ def clean_for_speech(text: str) -> str:
     """Drop code, markdown and emoji; keep words, numbers and sentence punctuation."""
     text = strip_code_blocks(text)
     text = _LINK.sub(r"\1", text)
-    text = _URL.sub("a link", text)
+    text = _URL.sub(_a_link, text)
     text = _LINE_MARKUP.sub(" ", text)
     text = re.sub(r"(?<=\w)_(?=\w)", " ", text)  # snake_case reads as two words
     text = _SYMBOLS.sub(" ", text)
     text = "".join(ch for ch in text if _speakable_char(ch))
     text = _SPACE_BEFORE_MARK.sub(r"\1", text)  # "news 🎉!" left "news !"
     return "\n".join(_SPACES.sub(" ", line).strip() for line in text.splitlines())
+
+
+def _a_link(m: re.Match[str]) -> str:
+    """A URL as "a link", with the punctuation after it that ends the sentence kept."""
+    url = m.group()
+    scheme = url.index("//") + 2
+    kept = url.rstrip(_URL_TAIL)
+    if len(kept) <= scheme:  # nothing but punctuation after the scheme: its first is the link
+        kept = url[: scheme + 1]
+    return "a link" + url[len(kept) :]
 
 
 def _speakable_char(ch: str) -> bool:
@@ -135,8 +154,32 @@ def _speakable_char(ch: str) -> bool:
 
 
 def speech_sentences(text: str) -> list[str]:
-    """The sentences to synthesize; each short enough for one Piper call."""
-    return split_sentences_now(clean_for_speech(text))
+    """The sentences to synthesize; each short enough for one Piper call. Linear in the text
+    (a block at a time, `SPEECH_BLOCK_CHARS`); run it off the event loop for a long text."""
+    out: list[str] = []
+    for block in _blocks(clean_for_speech(text)):
+        out.extend(split_sentences_now(block))
+    return out
+
+
+def _blocks(text: str, size: int = SPEECH_BLOCK_CHARS) -> list[str]:
+    """`text` in pieces of at most `size` characters, cut at the last line break of each, else
+    after its last sentence end, else at its last space (a sentence longer than a block is cut
+    there, as an over-long clause is anyway)."""
+    blocks: list[str] = []
+    start = 0
+    while len(text) - start > size:
+        end = start + size
+        cut = text.rfind("\n", start, end)
+        if cut <= start:
+            ends = [text.rfind(mark, start, end) for mark in (". ", "! ", "? ")]
+            cut = max(ends) + 1 if max(ends) > start else text.rfind(" ", start, end)
+        if cut <= start:
+            cut = end
+        blocks.append(text[start:cut])
+        start = cut
+    blocks.append(text[start:])
+    return blocks
 
 
 class PiperTTS:
@@ -181,7 +224,10 @@ class PiperTTS:
                 self._warmed = True
 
 
-_cache: dict[Path, PiperTTS] = {}
+MAX_LOADED_VOICES = 4
+"""Piper voices kept loaded at most (about 90 MB each), the least recently used dropped first:
+only the voices the app lists can be loaded, and this bounds even a long list."""
+_cache: OrderedDict[Path, PiperTTS] = OrderedDict()
 _cache_lock = threading.Lock()
 
 
@@ -237,7 +283,11 @@ def load_tts(
 
 
 def load_local_tts(settings: Settings, voice_name: str | None = None) -> PiperTTS:
-    """The process-wide, warmed voice `voice_name` (default: `settings.voice`), loaded once."""
+    """The process-wide, warmed voice `voice_name` (default: `settings.voice`), loaded once.
+    Only a voice the app lists (`listed_voices`): a name is never taken for a path on the
+    server (issue 38: each spelling of a path loaded another model, never freed)."""
+    if voice_name and voice_name != settings.voice and voice_name not in listed_voices(settings):
+        raise ConfigError(unknown_voice(voice_name, settings))
     # "joe", the default and its path share one loaded voice
     voice = resolve_voice(voice_name or settings.voice)
     with _cache_lock:
@@ -245,8 +295,23 @@ def load_local_tts(settings: Settings, voice_name: str | None = None) -> PiperTT
         if tts is None:
             threads = speech_pools().sizes.tts_threads
             tts = _cache[voice.model] = PiperTTS(voice, threads=threads)
+            while len(_cache) > MAX_LOADED_VOICES:
+                _cache.popitem(last=False)  # whoever still speaks with it keeps it
+        _cache.move_to_end(voice.model)
     tts.warm()
     return tts
+
+
+def listed_voices(settings: Settings) -> list[str]:
+    """The names of the voices the app offers: the registry's and the configured one (a path,
+    when it is configured by one), as `voice_choices` lists them, installed or not."""
+    voices, default = read_registry()
+    return list(dict.fromkeys([settings.voice or default, *sorted(voices)]))
+
+
+def unknown_voice(name: str, settings: Settings) -> str:
+    shown = name if len(name) <= 60 else name[:57] + "..."
+    return f"unknown voice {shown!r}; the voices here: {', '.join(listed_voices(settings))}"
 
 
 def voice_choices(settings: Settings) -> list[tuple[str, str]]:

@@ -12,6 +12,7 @@ while the client plays it. Formats: `wav` (the default here; streamed, so its si
 
 from __future__ import annotations
 
+import asyncio
 import struct
 from collections.abc import AsyncIterator
 from typing import Any
@@ -35,6 +36,11 @@ from assistant.web.security import MULTIPART_SLACK
 TRANSCRIPT_FORMATS = ("json", "text", "verbose_json")
 SPEECH_FORMATS = {"wav": "audio/wav", "pcm": "audio/pcm"}
 MAX_FORM_FIELDS = 32
+OPENAI_VOICES = frozenset(
+    {"alloy", "ash", "ballad", "coral", "echo", "fable", "nova", "onyx", "sage", "shimmer",
+     "verse", "marin", "cedar"}
+)  # fmt: skip
+"""OpenAI's voice names: clients send one by default; each gets the app's default voice."""
 
 
 class OpenAIAudio:
@@ -124,7 +130,8 @@ class OpenAIAudio:
             tts = await self._voice(voice, speed)
             from assistant.speech.tts import speech_sentences  # Piper: loaded when used
 
-            sentences = speech_sentences(text)
+            # linear, but up to max_text_chars of it: off the event loop (issue 38)
+            sentences = await asyncio.to_thread(speech_sentences, text)
             first = await self._say(tts, sentences[0]) if sentences else []
             if not first:
                 raise ApiError(400, "nothing to speak: the input has no words after removing "
@@ -162,13 +169,22 @@ class OpenAIAudio:
         return text, fmt, voice if isinstance(voice, str) and voice else None, float(speed)
 
     async def _voice(self, voice: str | None, speed: float) -> Any:
-        """One of the app's voices by name; OpenAI's names ("alloy") get the default one."""
+        """One of the voices the app lists, by name; OpenAI's names ("alloy") get the default
+        one; any other name is a 400 naming the voices (never a path on the server: each
+        spelling of one loaded another model, issue 38)."""
+        from assistant.speech.tts import listed_voices, unknown_voice
+
+        if voice is not None and voice not in listed_voices(self.settings):
+            if voice.lower() not in OPENAI_VOICES:
+                raise ApiError(400, unknown_voice(voice, self.settings),
+                               "invalid_request_error", "unknown_voice")  # fmt: skip
+            voice = None
         try:
             return await self.speech.tts(voice, speed)
         except (ConfigError, ModelMissing):
             if voice is None:
                 raise
-            return await self.speech.tts(None, speed)
+            return await self.speech.tts(None, speed)  # listed but not installed here
 
     @staticmethod
     async def _say(tts: Any, sentence: str) -> list[AudioChunk]:
