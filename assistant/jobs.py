@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from assistant.engine.client import Engine
 from assistant.engine.generation import PREEMPTED, Generation
 from assistant.engine.lanes import LaneScheduler
-from assistant.errors import AssistantError, Busy, EngineUnavailable
+from assistant.errors import AssistantError, BadInput, Busy, EngineUnavailable
 from assistant.records import CRASHED, CUT, INCOMPLETE, Job, Reply
 from assistant.settings import Settings
 from assistant.store.db import Store
@@ -66,7 +66,17 @@ class JobQueue:
         conversation_id: str | None = None,
         budget: int | None = None,
     ) -> Job:
-        """Store a queued job before any engine call; the same key gives back the same job."""
+        """Store a queued job before any engine call; the same key gives back the same job.
+
+        The prompt is capped like typed text (`max_text_chars`): a job's text can be made
+        from the conversation ("now the same for Berlin", a "yes" to an offer), and a client's
+        history is not typed text, so it could otherwise carry megabytes to the engine."""
+        limit = self.settings.max_text_chars
+        if len(prompt) > limit:
+            raise BadInput(
+                f"the job's text is too long ({len(prompt)} characters with what it refers "
+                f"back to; the limit is {limit}, max_text_chars)"
+            )
         if not (key and any(j.idempotency_key == key for j in self.store.jobs(owner))):
             self._check_room(owner)
         job, _ = self.store.create_job(
