@@ -30,6 +30,12 @@ _EXACT_LENGTH = {"wav", "flac", "aiff", "w64", "caf"}
 
 AudioSource = bytes | bytearray | memoryview | str | os.PathLike
 
+READABLE_FORMATS = "wav,w64,flac,mp3,ogg,matroska,webm,mov,mp4,m4a,3gp,aiff,caf,aac,ac3,amr,au,wv"
+"""The only demuxers the decoder may use (FFmpeg's `format_whitelist`): audio containers that
+hold their sound themselves. Not playlists (HLS), concat lists (`ffconcat`), image sequences
+or anything else that makes FFmpeg open other files or URLs: an "audio" upload could name a
+file on the server and get its transcript back (issue 38)."""
+
 
 def load_audio(data: AudioSource, *, max_bytes: int, max_seconds: float) -> np.ndarray:
     """Decode user audio (bytes or a path) to 16 kHz mono float32, or raise BadInput."""
@@ -40,10 +46,16 @@ def load_audio(data: AudioSource, *, max_bytes: int, max_seconds: float) -> np.n
         raise BadInput(f"the audio is too big: {_human(size)} (the limit is {_human(max_bytes)})")
     source = io.BytesIO(bytes(data)) if _is_bytes(data) else os.fspath(data)
     _check_wav_header(_head(data), size)
+    # a path is opened as a file, bytes through no protocol at all; nested opens by neither
+    options = {"format_whitelist": READABLE_FORMATS,
+               "protocol_whitelist": "none" if _is_bytes(data) else "file"}  # fmt: skip
     try:
-        container = av.open(source, mode="r", metadata_errors="ignore")
+        container = av.open(source, mode="r", metadata_errors="ignore", options=options)
     except (av.FFmpegError, OSError, ValueError) as e:
-        raise BadInput("not an audio file (the format could not be recognised)") from e
+        raise BadInput(
+            "not an audio file (the format could not be recognised; wav, flac, mp3, ogg, "
+            "webm, m4a and the like are read)"
+        ) from e
     with container:
         return _decode(container, max_seconds)
 
