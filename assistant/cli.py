@@ -223,6 +223,7 @@ def cmd_bench(args: argparse.Namespace, settings: Settings) -> int:
         scale=args.scale,
         calls=args.calls,
         busy=args.busy,
+        deep=args.deep,
     )
 
 
@@ -299,7 +300,7 @@ def parser() -> argparse.ArgumentParser:
     s.set_defaults(fn=cmd_doctor)
 
     s = sub.add_parser("bench", help="benchmarks")
-    s.add_argument("which", choices=["qos", "voice", "load", "idle"])
+    s.add_argument("which", choices=["qos", "voice", "load", "idle", "typed"])
     s.add_argument("--json", action="store_true")
     s.add_argument("--rounds", type=int, default=None, help="samples per condition")
     s.add_argument(
@@ -347,6 +348,13 @@ def parser() -> argparse.ArgumentParser:
         "--busy",
         action="store_true",
         help="a process spinning on one core beside the benchmark (a machine doing other work)",
+    )
+    s.add_argument(
+        "--deep",
+        type=int,
+        default=0,
+        metavar="N",
+        help="typed: hand N deep jobs off through /v1 first, so chat is measured beside them",
     )
     s.set_defaults(fn=cmd_bench)
     return p

@@ -11,7 +11,13 @@ from typing import Any
 import httpx
 
 from assistant.engine.client import Engine, build_client
-from assistant.engine.embedded import CHAT_BUDGET, DEEP_BUDGET, NOTICE, EmbeddedEngine
+from assistant.engine.embedded import (
+    CHAT_BUDGET,
+    DEEP_BUDGET,
+    NOTICE,
+    EmbeddedEngine,
+    start_lanes,
+)
 from assistant.engine.lanes import LaneScheduler
 from assistant.engine.transcript import TranscriptPrompt
 from assistant.errors import EngineUnavailable
@@ -78,6 +84,9 @@ class Runtime:
         request to llama.cpp's server interrupts its generation."""
         self.settings = settings
         self.embedded: EmbeddedEngine | None = None
+        """The embedded engine's (chat lane's) process, when this runtime started it."""
+        self.embedded_lanes: dict[str, EmbeddedEngine] = {}
+        """Its processes by lane: "deep" too where each lane has its own."""
         self.notice: str | None = None
         settings.data_dir.mkdir(parents=True, exist_ok=True)
         self.store = Store(settings.db_path)
@@ -85,18 +94,24 @@ class Runtime:
         if settings.engine_url:
             base_url = settings.engine_url
         elif start_engine:
-            self.embedded = EmbeddedEngine(
+            self.embedded_lanes = start_lanes(
                 settings.data_dir / "models",
                 ctx=settings.embedded_ctx,
                 slots=settings.embedded_slots,
-                log_path=settings.data_dir / "engine.log",
+                threads=settings.embedded_threads,
+                per_lane=settings.embedded_per_lane,
+                log_dir=settings.data_dir,
             )
-            base_url = self.embedded.start()
+            self.embedded = self.embedded_lanes["chat"]
+            base_url = self.embedded.base_url
+            deep_engine = self.embedded_lanes.get("deep")
             self.notice = NOTICE
             settings = replace(
                 settings,
                 chat=replace(settings.chat, max_tokens=min(settings.chat.max_tokens, CHAT_BUDGET)),
                 deep=replace(settings.deep, max_tokens=min(settings.deep.max_tokens, DEEP_BUDGET)),
+                # the job worker attaches to the same processes
+                engine_deep_url=deep_engine.base_url if deep_engine is not None else None,
             )
             self.settings = settings
         else:
@@ -111,6 +126,12 @@ class Runtime:
             self.info.kind, self.info.slots = "llamacpp", settings.embedded_slots
             self.info.context = settings.embedded_ctx
         model = settings.model or self.info.model
+        deep_url = settings.engine_deep_url if embedded else None
+        lanes = (
+            {"deep": (build_client(deep_url, settings.api_key), self.embedded_lanes.get("deep"))}
+            if deep_url
+            else None
+        )
         self.engine = Engine(
             build_client(base_url, settings.api_key),
             kind=self.info.kind,
@@ -124,11 +145,20 @@ class Runtime:
                 else None
             ),
             supervisor=self.embedded,
+            lanes=lanes,  # type: ignore[arg-type]
         )
-        deep_max = settings.deep_max_in_flight or (
-            max(1, self.info.slots - 1) if self.info.slots else 2
-        )
-        self.scheduler = LaneScheduler(deep_max_in_flight=deep_max, slots=self.info.slots)
+        if lanes and self.info.slots:
+            # an engine process per lane: each lane waits only for its own slots
+            deep_max = settings.deep_max_in_flight or self.info.slots
+            self.scheduler = LaneScheduler(
+                deep_max_in_flight=deep_max,
+                lane_slots={"chat": self.info.slots, "deep": self.info.slots},
+            )
+        else:
+            deep_max = settings.deep_max_in_flight or (
+                max(1, self.info.slots - 1) if self.info.slots else 2
+            )
+            self.scheduler = LaneScheduler(deep_max_in_flight=deep_max, slots=self.info.slots)
         self._router: Any = None
         self.jobs = JobQueue(self.store, settings)
         self.calls = Calls()
@@ -182,8 +212,8 @@ class Runtime:
     def close(self) -> None:
         with contextlib.suppress(Exception):
             self.store.close()
-        if self.embedded is not None:
-            self.embedded.stop()
+        for engine in self.embedded_lanes.values():
+            engine.stop()
 
     def __enter__(self) -> Runtime:
         return self

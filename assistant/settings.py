@@ -5,7 +5,9 @@ This is the only module that reads the environment.
 
 from __future__ import annotations
 
+import ipaddress
 import os
+import re
 import tomllib
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
@@ -126,6 +128,17 @@ class Settings:
     checked every hour (or every `cache_max_age_s`, if shorter)."""
     embedded_ctx: int = 4096
     embedded_slots: int = 1
+    embedded_threads: int = 1
+    """Threads per embedded engine process. llama.cpp's threads spin at every barrier, so when
+    another program takes a core, the thread that lost it stalls the other: with two threads a
+    typed turn's worst case went from 0.9 s to 10 s with one core busy, with one from 0.55 s to
+    0.75 s (README, "A busy machine")."""
+    embedded_per_lane: bool = True
+    """One embedded engine process per lane: chat never waits behind a deep prompt (llama.cpp's
+    server finishes a prompt before it looks at another request), and its prefix stays cached."""
+    engine_deep_url: str | None = None
+    """The deep lane's own engine, where it has one: the embedded engine's deep process, told to
+    the job worker by the app. Not read from the environment."""
     handsfree_pause_ms: int = 1500
     """Hands-free: the silence that ends a turn whatever the turn-end model says (the model
     usually ends it after 200 ms; see `speech.listener.ListenConfig.fallback_ms`)."""
@@ -135,6 +148,14 @@ class Settings:
     allowed_hosts: tuple[str, ...] = ()
     """Host names served besides localhost and loopback addresses (and the `--tls`
     certificate's names); any other `Host` is refused (`web.exposure`, DNS rebinding)."""
+    trusted_proxies: tuple[str, ...] = ()
+    """Addresses or networks of reverse proxies whose forwarded headers (`X-Forwarded-For`,
+    `X-Forwarded-Proto`) are believed (`ASSISTANT_TRUSTED_PROXIES`); default none: the
+    client's address is the peer's, whatever a request says (issue 38)."""
+    page_sources: tuple[str, ...] = ()
+    """Other origins the page may load images, media and scripts from
+    (`ASSISTANT_PAGE_SOURCES`, e.g. `https://images.example.org`); default none: the content
+    security policy allows the app's own origin only (`web.security.CSP`)."""
 
     @property
     def db_path(self) -> Path:
@@ -170,6 +191,41 @@ def _parse_hosts(raw: Any) -> tuple[str, ...]:
             )
         hosts.append(name.strip("[]"))
     return tuple(dict.fromkeys(hosts))
+
+
+def _parse_proxies(raw: Any) -> tuple[str, ...]:
+    """ASSISTANT_TRUSTED_PROXIES: comma-separated addresses or networks (`10.0.0.0/8`)."""
+    items = raw if isinstance(raw, list) else str(raw).split(",")
+    proxies = []
+    for item in items:
+        text = str(item).strip()
+        if not text:
+            continue
+        try:
+            proxies.append(str(ipaddress.ip_network(text, strict=False)))
+        except ValueError as e:
+            raise ConfigError(
+                f"ASSISTANT_TRUSTED_PROXIES: {item!r} is not an address or network; give "
+                "the proxies' addresses, e.g. 127.0.0.1,10.0.0.0/8"
+            ) from e
+    return tuple(dict.fromkeys(proxies))
+
+
+def _parse_sources(raw: Any) -> tuple[str, ...]:
+    """ASSISTANT_PAGE_SOURCES: comma-separated origins (`https://host[:port]`)."""
+    items = raw if isinstance(raw, list) else str(raw).split(",")
+    sources = []
+    for item in items:
+        text = str(item).strip().rstrip("/")
+        if not text:
+            continue
+        if not re.fullmatch(r"https?://[A-Za-z0-9.\-\[\]:*]+", text):
+            raise ConfigError(
+                f"ASSISTANT_PAGE_SOURCES: {item!r} is not an origin; give e.g. "
+                "https://images.example.org"
+            )
+        sources.append(text)
+    return tuple(dict.fromkeys(sources))
 
 
 def _tls_files(cert: Any, key: Any) -> tuple[Path | None, Path | None]:
@@ -255,6 +311,20 @@ def load_settings(env: dict[str, str] | None = None, toml_path: Path | None = No
         )
         if k in top
     }
+    # how the embedded engine is laid out on the cores (measured in `bench qos`, README)
+    threads = pick("ASSISTANT_EMBEDDED_THREADS", "embedded_threads")
+    if threads is not None:
+        try:
+            extra["embedded_threads"] = int(threads)
+        except ValueError as e:
+            raise ConfigError("ASSISTANT_EMBEDDED_THREADS must be a whole number") from e
+        if extra["embedded_threads"] < 1:
+            raise ConfigError("ASSISTANT_EMBEDDED_THREADS must be at least 1")
+    per_lane = pick("ASSISTANT_EMBEDDED_PER_LANE", "embedded_per_lane")
+    if per_lane is not None:
+        if str(per_lane).lower() not in ("1", "0", "true", "false", "yes", "no"):
+            raise ConfigError("ASSISTANT_EMBEDDED_PER_LANE must be true or false")
+        extra["embedded_per_lane"] = str(per_lane).lower() in ("1", "true", "yes")
     fallback = str(pick("ASSISTANT_SPEECH_FALLBACK", "speech_fallback", "none")).lower()
     if fallback not in ("none", "local"):
         raise ConfigError("ASSISTANT_SPEECH_FALLBACK must be 'local' or 'none'")
@@ -293,5 +363,7 @@ def load_settings(env: dict[str, str] | None = None, toml_path: Path | None = No
         tls_cert=tls_cert,
         tls_key=tls_key,
         allowed_hosts=_parse_hosts(pick("ASSISTANT_ALLOWED_HOSTS", "allowed_hosts", "")),
+        trusted_proxies=_parse_proxies(pick("ASSISTANT_TRUSTED_PROXIES", "trusted_proxies", "")),
+        page_sources=_parse_sources(pick("ASSISTANT_PAGE_SOURCES", "page_sources", "")),
         **extra,
     )

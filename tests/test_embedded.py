@@ -20,14 +20,13 @@ same_loop = pytest.mark.asyncio(loop_scope="module")
 pytestmark = pytest.mark.timeout(1500)
 
 
-@pytest.fixture(scope="module")
-def runtime(tmp_path_factory):
+def _runtime(tmp_path_factory, **env: str) -> Runtime:
     from dataclasses import replace
 
     from assistant.settings import load_settings
 
     data = tmp_path_factory.mktemp("embedded")
-    s = load_settings(env={"ASSISTANT_DATA_DIR": str(data)}, toml_path=data / "x")
+    s = load_settings(env={"ASSISTANT_DATA_DIR": str(data), **env}, toml_path=data / "x")
     # small budgets: these tests prove the plumbing, and a base model talks until the budget ends
     # and generous deadlines: on a shared, loaded CI machine the 270M model can drop below
     # 1 token/s, and these tests are about the plumbing (deadlines are tested with the sim)
@@ -37,7 +36,21 @@ def runtime(tmp_path_factory):
         deep=replace(s.deep, max_tokens=160, **slow),
         chat=replace(s.chat, max_tokens=48, **slow),
     )
-    rt = Runtime(s)
+    return Runtime(s)
+
+
+@pytest.fixture(scope="module")
+def runtime(tmp_path_factory):
+    """The default layout: an engine process per lane, one thread each."""
+    rt = _runtime(tmp_path_factory)
+    yield rt
+    rt.close()
+
+
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory):
+    """One engine process both lanes share (`ASSISTANT_EMBEDDED_PER_LANE=false`)."""
+    rt = _runtime(tmp_path_factory, ASSISTANT_EMBEDDED_PER_LANE="false")
     yield rt
     rt.close()
 
@@ -48,6 +61,16 @@ def test_embedded_engine_answers_on_loopback(runtime):
     models = httpx.get(runtime.base_url + "/models", timeout=5).json()
     assert models["data"]
     assert runtime.engine.kind == "llamacpp"
+    # a process per lane, each with one thread for generation and one for prompts
+    chat, deep = runtime.embedded_lanes["chat"], runtime.embedded_lanes["deep"]
+    assert chat is runtime.embedded and deep.pid != chat.pid
+    assert runtime.settings.engine_deep_url == deep.base_url != runtime.base_url
+    for engine in (chat, deep):
+        command = engine.command()
+        assert command[command.index("--n_threads") + 1] == "1"
+        assert command[command.index("--n_threads_batch") + 1] == "1"
+        assert len(os.listdir(f"/proc/{engine.pid}/task")) < 2 + os.cpu_count() * 2
+    assert runtime.scheduler.lane_slots == {"chat": 1, "deep": 1}
 
 
 @same_loop
@@ -79,10 +102,54 @@ def test_stop_kills_our_process_by_pid(tmp_path):
 
 
 @same_loop
-async def test_chat_preempts_a_deep_job_on_the_real_engine(runtime, monkeypatch):
+async def test_chat_goes_beside_a_running_deep_job_on_its_own_process(runtime, monkeypatch):
+    """Each lane has its own process: a chat turn neither waits for nor stops the deep job."""
     import asyncio
 
+    monkeypatch.setattr("assistant.jobs.HEARTBEAT_S", 0.2)
+    worker = runtime.worker()
+    serving = asyncio.create_task(worker.serve(poll_s=0.1))
+    deep_log = runtime.embedded_lanes["deep"].log_path
+    chat_log = runtime.embedded.log_path
+    try:
+        for attempt in range(4):
+            job = runtime.jobs.submit("local", f"Write a long story about a miller {attempt}.")
+            await until(
+                lambda j=job: (
+                    len(runtime.store.job(j.id).result.split()) > 5 or _ended(runtime, j.id)
+                ),
+                300,
+                "the deep job to produce output",
+            )
+            if _ended(runtime, job.id):
+                continue  # the story ended before the chat turn could go beside it
+            chat_before, deep_before = _requests(chat_log), _requests(deep_log)
+            chat = await runtime.turns.ask("Hello, how are you?", deep_inline=True)
+            assert chat.lane == "chat" and chat.finish_reason in ("stop", "length"), chat.error
+            # the chat process served it; the deep one got no request (none was resumed)
+            assert _requests(chat_log) > chat_before and _requests(deep_log) == deep_before
+            await until(lambda j=job: _ended(runtime, j.id), 900, "the job to end")
+            break
+    finally:
+        serving.cancel()
+        await asyncio.gather(serving, return_exceptions=True)
+    final = runtime.store.job(job.id)
+    assert final.state == "done", final.error
+    assert runtime.scheduler.stats["deep"].preemptions == 0  # nothing had to yield
+
+
+def _requests(log) -> int:
+    """Generations an engine process was asked for, from its server's access log."""
+    return log.read_text(errors="replace").count("POST /v1/completions")
+
+
+@same_loop
+async def test_chat_preempts_a_deep_job_on_a_shared_engine(shared, monkeypatch):
+    import asyncio
+
+    runtime = shared
     assert runtime.scheduler.slots == 1  # llama.cpp's server here serves one request at a time
+    assert "deep" not in runtime.embedded_lanes
     monkeypatch.setattr("assistant.jobs.HEARTBEAT_S", 0.2)
     worker = runtime.worker()
     serving = asyncio.create_task(worker.serve(poll_s=0.1))
@@ -154,11 +221,11 @@ def test_a_long_engine_log_is_rotated_at_start(tmp_path, monkeypatch):
 
 
 async def _kill_when(runtime, sig, ready) -> int:
-    """Kill the engine process with `sig` once `ready()` holds; returns the pid killed."""
+    """Kill the deep lane's engine process with `sig` once `ready()` holds; returns the pid."""
     import signal as _signal
 
     await until(ready, 300, "the point to kill the engine at")
-    pid = runtime.embedded.pid
+    pid = runtime.embedded_lanes["deep"].pid
     os.kill(pid, getattr(_signal, sig))
     return pid
 
@@ -167,7 +234,7 @@ async def _kill_when(runtime, sig, ready) -> int:
 async def test_engine_killed_mid_turn_is_reported_and_restarted(runtime):
     import asyncio
 
-    restarts = runtime.embedded.restarts
+    restarts = runtime.embedded_lanes["deep"].restarts
     seen: list[str] = []
     result = None
 
@@ -190,9 +257,10 @@ async def test_engine_killed_mid_turn_is_reported_and_restarted(runtime):
     assert "SIGSEGV" in result.error and "was restarted" in result.error, result.error
     assert "stream was cut" not in result.error
     assert result.reply == "".join(seen)  # what arrived before the crash is kept
-    crash = runtime.embedded.crashes[-1]
+    deep = runtime.embedded_lanes["deep"]
+    crash = deep.crashes[-1]
     assert crash.pid == killed and "SIGSEGV" in crash.cause and crash.log_tail
-    assert runtime.embedded.restarts == restarts + 1 and runtime.embedded.pid != killed
+    assert deep.restarts == restarts + 1 and deep.pid != killed
     # the banner says so, and the restarted engine answers the next turn
     from assistant.web.page import EngineStatus
 
@@ -201,10 +269,10 @@ async def test_engine_killed_mid_turn_is_reported_and_restarted(runtime):
         runtime.settings,
         base_url=runtime.base_url,
         warnings=runtime.engine.warnings,
-        embedded=runtime.embedded,
+        embedded=tuple(runtime.embedded_lanes.values()),
     )
     banner = await status.banner()
-    assert "SIGSEGV" in banner and "restarted" in banner
+    assert "SIGSEGV" in banner and "restarted" in banner and "deep-lane engine" in banner
     again = await runtime.turns.ask("What is the capital of France?", deep_inline=True)
     assert again.error is None and again.reply.strip(), again.error
 
@@ -233,7 +301,7 @@ async def test_engine_killed_mid_job_resumes_the_job(runtime, monkeypatch):
             await until(lambda j=job: _ended(runtime, j.id), 900, "the job to end after the crash")
             if worker.crashes:
                 break
-            await asyncio.to_thread(runtime.embedded.ready.wait, 120)
+            await asyncio.to_thread(runtime.embedded_lanes["deep"].ready.wait, 120)
     finally:
         serving.cancel()
         await asyncio.gather(serving, return_exceptions=True)
@@ -241,5 +309,6 @@ async def test_engine_killed_mid_job_resumes_the_job(runtime, monkeypatch):
     final = runtime.store.job(job.id)
     assert final.state == "done", final.error
     assert final.result.startswith(partial)  # kept across the crash, then continued
-    assert "SIGKILL" in runtime.embedded.crashes[-1].cause
-    assert "SIGKILL" in runtime.embedded.status() and "restarted" in runtime.embedded.status()
+    deep = runtime.embedded_lanes["deep"]
+    assert "SIGKILL" in deep.crashes[-1].cause
+    assert "SIGKILL" in deep.status() and "restarted" in deep.status()

@@ -1,5 +1,6 @@
-"""`assistant bench qos|voice|load|idle`: the benchmarks. Speed is measured here, never asserted in
-tests. Each lives in its own module (`qosbench`, `voicebench`, `loadbench`, `idlebench`)."""
+"""`assistant bench qos|voice|load|idle|typed`: the benchmarks. Speed is measured here, never
+asserted in tests. Each lives in its own module (`qosbench`, `voicebench`, `loadbench`,
+`idlebench`, `typedbench`)."""
 
 from __future__ import annotations
 
@@ -23,11 +24,14 @@ def run_bench(
     scale: bool = False,
     calls: int = 0,
     busy: bool = False,
+    deep: int = 0,
 ) -> int:
     from assistant.devtools.busy import busy_core
 
     with busy_core(busy) as machine:
-        result = _run(which, settings, rounds, live, vllm, api, soak, audio_dir, scale, calls)
+        result = _run(
+            which, settings, rounds, live, vllm, api, soak, audio_dir, scale, calls, deep
+        )
     if busy:
         result["machine"] = machine
     if as_json:
@@ -48,6 +52,7 @@ def _run(
     audio_dir: str | None,
     scale: bool,
     calls: int,
+    deep: int = 0,
 ) -> dict:
     if which == "qos" and scale:
         from assistant.devtools.qosscale import bench_qos_scale
@@ -77,6 +82,10 @@ def _run(
         result = bench_voice(
             settings, rounds, live=live, audio_dir=Path(audio_dir) if audio_dir else None
         )
+    elif which == "typed":
+        from assistant.devtools.typedbench import bench_typed
+
+        result = bench_typed(settings, rounds, deep)
     elif which == "idle":
         from assistant.devtools.idlebench import bench_idle
 

@@ -102,7 +102,10 @@ class Engine:
         context: int | None = None,
         transcript: TranscriptPrompt | None = None,
         supervisor: Supervisor | None = None,
+        lanes: dict[str, tuple[AsyncOpenAI, Supervisor | None]] | None = None,
     ):
+        """`lanes`: a lane served by an engine process of its own (the embedded engine's deep
+        lane): its client and supervisor, in place of `client` and `supervisor`."""
         if kind not in PROFILES:
             raise EngineError(f"unknown engine kind {kind!r}")
         self.client = client
@@ -116,6 +119,7 @@ class Engine:
         self.transcript = transcript
         """Set for a base model: requests go to /completions as a transcript."""
         self.supervisor = supervisor
+        self.lanes = lanes or {}
         self.priority_ok = self.profile.priority
         self.batching_ok = self.profile.batching
         """False once the engine refused `stream_interval`: chunks of one token, as before."""
@@ -149,7 +153,8 @@ class Engine:
         started = False
         deadline = asyncio.get_running_loop().time() + lane.total_timeout_s
         stream = await self._open(messages, lane, thinking, budget, tools)
-        generation = self.supervisor.generation if self.supervisor else 0
+        supervisor = self._supervisor(lane)
+        generation = supervisor.generation if supervisor else 0
         finish: str | None = None
         note = ""
         produced = 0  # tokens so far, for a stream that ends with no finish reason
@@ -229,21 +234,29 @@ class Engine:
                 # a clean end with no finish reason: the budget's end if it was all used
                 # (some servers omit the reason then), else the engine stopped it early
                 finish = "length" if produced >= budget else INTERRUPTED
-            if finish in (CUT, INTERRUPTED) and self.supervisor is not None:
-                note = await self._crash_note(generation)
+            if finish in (CUT, INTERRUPTED) and supervisor is not None:
+                note = await self._crash_note(supervisor, generation)
                 finish = CRASHED if note else finish
             yield StreamEvent("finish", text=note, finish_reason=finish)
         finally:
             await stream.close()
 
-    async def _crash_note(self, generation: int) -> str:
+    def _client(self, lane: LaneConfig) -> AsyncOpenAI:
+        route = self.lanes.get(lane.name)
+        return route[0] if route is not None else self.client
+
+    def _supervisor(self, lane: LaneConfig) -> Supervisor | None:
+        route = self.lanes.get(lane.name)
+        return route[1] if route is not None else self.supervisor
+
+    @staticmethod
+    async def _crash_note(supervisor: Supervisor, generation: int) -> str:
         """'' if process `generation` is alive, else what happened to it and whether it is
         back (a supervised engine restarts; the turn waits a bounded time to say so)."""
-        assert self.supervisor is not None
-        crash = await asyncio.to_thread(self.supervisor.crash_of, generation)
+        crash = await asyncio.to_thread(supervisor.crash_of, generation)
         if crash is None:
             return ""
-        back = await asyncio.to_thread(self.supervisor.ready.wait, RESTART_WAIT_S)
+        back = await asyncio.to_thread(supervisor.ready.wait, RESTART_WAIT_S)
         return crash.describe() + (" and was restarted" if back else "; it is restarting")
 
     def _fit(self, messages: list[Message], budget: int) -> int:
@@ -271,6 +284,7 @@ class Engine:
             pool=lane.connect_timeout_s,
         )
         attempt = 0
+        supervisor = self._supervisor(lane)
         waited_restarts = 0  # bounded too: an engine that dies at every start fails the request
         while True:
             params: dict[str, Any] = {}
@@ -287,7 +301,7 @@ class Engine:
                 )
                 if tools and self.tools_ok:
                     params["tools"] = tools
-                client = self.client.with_options(timeout=timeout)
+                client = self._client(lane).with_options(timeout=timeout)
                 if self.transcript is not None:
                     return await client.completions.create(
                         model=lane.model or self.model,  # type: ignore[arg-type]
@@ -333,18 +347,19 @@ class Engine:
                 wait = _retry_after(e) or _backoff(attempt)
             except (openai.APIConnectionError, httpx.HTTPError) as e:
                 if (
-                    self.supervisor is not None
-                    and not self.supervisor.ready.is_set()
+                    supervisor is not None
+                    and not supervisor.ready.is_set()
                     and waited_restarts < 3
                 ):
                     waited_restarts += 1
                     # the engine process died and is being restarted: wait for it, bounded
                     log.info("the engine is restarting; waiting for it")
-                    if await asyncio.to_thread(self.supervisor.ready.wait, RESTART_WAIT_S):
+                    if await asyncio.to_thread(supervisor.ready.wait, RESTART_WAIT_S):
                         continue
                 if attempt >= lane.retries:
                     raise EngineUnavailable(
-                        f"the engine is unreachable at {self.client.base_url} ({type(e).__name__})"
+                        f"the engine is unreachable at {self._client(lane).base_url} "
+                        f"({type(e).__name__})"
                     ) from e
                 wait = _backoff(attempt)
             attempt += 1

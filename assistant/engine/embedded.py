@@ -99,10 +99,12 @@ class Crash:
     cause: str
     log_tail: str
     pid: int
+    label: str = "engine"
+    """Which process: "engine", or "deep-lane engine" where each lane has its own."""
 
     def describe(self) -> str:
         when = time.strftime("%H:%M:%S", time.localtime(self.at))
-        return f"the embedded engine {self.cause} at {when}"
+        return f"the embedded {self.label} {self.cause} at {when}"
 
 
 class EmbeddedEngine:
@@ -114,12 +116,17 @@ class EmbeddedEngine:
         *,
         ctx: int = 4096,
         slots: int = 1,
+        threads: int = 1,
         log_path: Path | None = None,
         restart_delays_s: tuple[float, ...] = RESTART_DELAYS_S,
+        label: str = "engine",
     ):
         self.models_dir = models_dir
         self.ctx = ctx
         self.slots = slots
+        self.threads = max(1, threads)
+        """llama.cpp's threads for generation and for prompts (see `Settings.embedded_threads`)."""
+        self.label = label
         self.log_path = log_path
         self.restart_delays_s = restart_delays_s
         self.port = 0
@@ -159,7 +166,7 @@ class EmbeddedEngine:
     def command(self) -> list[str]:
         """The server's command line."""
         self._model = self._model or gguf_path(self.models_dir)
-        threads = max(1, (os.cpu_count() or 2))
+        threads = str(self.threads)
         return [
             sys.executable,
             "-m",
@@ -168,7 +175,8 @@ class EmbeddedEngine:
             "--host", "127.0.0.1",
             "--port", str(self.port),
             "--n_ctx", str(self.ctx),
-            "--n_threads", str(threads),
+            "--n_threads", threads,
+            "--n_threads_batch", threads,
             "--model_alias", "gemma-3-270m",
             # the GGUF carries no chat template; Gemma's turn format is what it was trained on
             "--chat_format", "gemma",
@@ -264,6 +272,7 @@ class EmbeddedEngine:
                 describe_exit(proc.returncode),
                 self.log_tail(),
                 proc.pid,
+                self.label,
             )
             self.crashes.append(crash)
             log.error("%s; restarting it. Its log ends:\n%s", crash.describe(), crash.log_tail)
@@ -353,3 +362,47 @@ def stop_group(proc: subprocess.Popen, grace_s: float) -> None:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(timeout=5)
+
+
+def start_lanes(
+    models_dir: Path,
+    *,
+    ctx: int,
+    slots: int,
+    threads: int,
+    per_lane: bool,
+    log_dir: Path,
+) -> dict[str, EmbeddedEngine]:
+    """The embedded engine's processes by lane, started and checked: one per lane, or one that
+    both lanes share (`per_lane=False`). Raises EngineUnavailable with none left running.
+
+    One per lane because llama.cpp's server serves one request at a time and finishes a prompt
+    before it looks at the next request: behind a resumed deep prompt a chat turn waited seconds
+    (`bench qos`), and every deep request evicted the chat prefix from its cache."""
+    model = gguf_path(models_dir)  # assembled once, before two processes could race to it
+    engines = {"chat": EmbeddedEngine(models_dir, ctx=ctx, slots=slots, threads=threads,
+                                      log_path=log_dir / "engine.log")}  # fmt: skip
+    if per_lane:
+        engines["deep"] = EmbeddedEngine(
+            models_dir, ctx=ctx, slots=slots, threads=threads,
+            log_path=log_dir / "engine-deep.log", label="deep-lane engine",
+        )  # fmt: skip
+    errors: list[BaseException] = []
+
+    def start(engine: EmbeddedEngine) -> None:
+        engine._model = model
+        try:
+            engine.start()
+        except BaseException as e:  # reported below, once both have tried
+            errors.append(e)
+
+    starters = [threading.Thread(target=start, args=(e,), daemon=True) for e in engines.values()]
+    for t in starters:
+        t.start()
+    for t in starters:
+        t.join()
+    if errors:
+        for engine in engines.values():
+            engine.stop()
+        raise errors[0]
+    return engines

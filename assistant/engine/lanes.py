@@ -60,8 +60,10 @@ class LaneScheduler:
     """Admission control per lane.
 
     `slots`: how many requests the engine serves at once (None: unknown, so chat is never held
-    back by the app). `enabled=False` admits everything at once, FIFO at the engine: the
-    baseline the QoS benchmark compares against.
+    back by the app). `lane_slots`: instead, each lane has an engine of its own with this many
+    slots (the embedded engine's processes): a lane waits only for its own, and nothing is
+    preempted, since the lanes share no slot. `enabled=False` admits everything at once, FIFO at
+    the engine: the baseline the QoS benchmark compares against.
     """
 
     def __init__(
@@ -69,11 +71,13 @@ class LaneScheduler:
         *,
         deep_max_in_flight: int,
         slots: int | None = None,
+        lane_slots: dict[Lane, int] | None = None,
         enabled: bool = True,
         max_waiting: int = 256,
     ):
         self.deep_max = max(1, deep_max_in_flight)
-        self.slots = slots
+        self.slots = None if lane_slots else slots
+        self.lane_slots = lane_slots
         self.enabled = enabled
         self.max_waiting = max_waiting
         self.running: dict[Lane, list[Ticket]] = {"chat": [], "deep": []}
@@ -93,9 +97,18 @@ class LaneScheduler:
     def _slot_free(self) -> bool:
         return self.slots is None or self.in_flight < self.slots
 
+    def _own_slot_free(self, lane: Lane) -> bool:
+        """A lane with an engine of its own: a slot there, as this process counts them."""
+        assert self.lane_slots is not None
+        return len(self.running[lane]) < self.lane_slots[lane]
+
     def _admissible(self, lane: Lane) -> bool:
         if not self.enabled:
             return True
+        if self.lane_slots is not None:
+            return self._own_slot_free(lane) and (
+                lane == "chat" or len(self.running["deep"]) < self.deep_max
+            )
         if lane == "chat":
             return self._slot_free()
         return (

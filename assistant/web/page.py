@@ -65,7 +65,7 @@ class EngineStatus:
         *,
         base_url: str,
         warnings: list[str],
-        embedded: EmbeddedEngine | None = None,
+        embedded: tuple[EmbeddedEngine, ...] = (),
         notice: str | None = None,
         speech: SpeechModels | None = None,
     ):
@@ -75,16 +75,17 @@ class EngineStatus:
         self.warnings = warnings
         """The engine's own warnings list (it grows while the app runs)."""
         self.embedded = embedded
+        """The embedded engine's processes (one per lane), when the app runs them."""
         self.notice = notice
         self.speech = speech
         self.checked = time.monotonic()
         self._lock = asyncio.Lock()
 
     async def check(self) -> EngineInfo:
-        if self.embedded is not None:
-            # our own process: its supervisor knows. No HTTP probe, because llama-cpp-python's
+        if self.embedded:
+            # our own processes: their supervisors know. No HTTP probe, because llama-cpp-python's
             # server stops a running generation when any request (even GET /models) arrives.
-            up = self.embedded.ready.is_set()
+            up = all(engine.ready.is_set() for engine in self.embedded)
             return replace(self.info, reachable=up, error=None if up else "restarting")
         async with self._lock:
             if time.monotonic() - self.checked >= PROBE_CACHE_S:
@@ -103,9 +104,9 @@ class EngineStatus:
                 f"⚠️ **The engine at `{self.base_url}` is unreachable** ({info.error}). "
                 "Chat fails until it is back; this page keeps checking."
             )
-        crash = self.embedded.status() if self.embedded is not None else ""
-        if crash:
-            lines.append(f"⚠️ {crash[0].upper()}{crash[1:]}")
+        for engine in self.embedded:
+            if crash := engine.status():
+                lines.append(f"⚠️ {crash[0].upper()}{crash[1:]}")
         # e.g. "the engine rejected request priority": said once, shown while it holds
         lines += [f"⚠️ {warning}" for warning in self.warnings]
         if self.speech is not None and self.speech.loading:
@@ -207,7 +208,7 @@ def build_ui(rt: Runtime, speech: SpeechModels | None = None) -> gr.Blocks:
         settings,
         base_url=rt.base_url,
         warnings=rt.engine.warnings,
-        embedded=rt.embedded,
+        embedded=tuple(rt.embedded_lanes.values()),
         notice=rt.notice,
         speech=speech,
     )
