@@ -13,7 +13,10 @@ Calls are bounded (issue 19, `assistant.turns.calls`): a few open at once per lo
 all; a refused call is told why before the socket closes (code 4429). A socket
 that sends nothing for `IDLE_S` is dropped (the page sends audio ten times a second, so
 silence on the wire means the page is gone or stuck, not that the person is quiet), and so is
-one that sends audio faster than `MAX_PACE` times real time.
+one that sends audio faster than `MAX_PACE` times real time. A call in which nothing is said
+for `QUIET_S` (only silence or noise: no words heard, no turn, no reply under way) is ended
+too, and so is a call whose login logged out or expired (issue 38): each holds a place of the
+few calls there are and a voice detector fed ten times a second.
 """
 
 from __future__ import annotations
@@ -47,6 +50,36 @@ MAX_PACE = 1.5
 audio sent faster only makes the app transcribe faster than anyone speaks (issue 26)."""
 PACE_BURST_S = 3.0
 """Audio a call may send ahead of that (a page catching up after a network stall)."""
+QUIET_S = 15.0
+"""A call that hears no words for this long, while nothing is being answered, is ended."""
+WATCH_S = 0.5
+"""How often a call's login and quiet are checked."""
+BUSY_STATES = ("thinking", "speaking")
+"""A session in one of these is answering: its quiet does not count."""
+
+
+class Quiet:
+    """When a call last had something going on: words heard, a turn, a reply, its audio."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic):
+        self.clock = clock
+        self.since = clock()
+
+    def now(self) -> None:
+        self.since = self.clock()
+
+    def seconds(self) -> float:
+        return self.clock() - self.since
+
+    def saw(self, message: dict[str, Any]) -> None:
+        """A message the session sends the page: those that say words were heard or answered
+        count (a voice detector's "speech" or "ignored" on noise do not)."""
+        kind = message.get("kind")
+        text = message.get("text")
+        if kind in ("turn", "reply", "done") or (
+            kind == "partial" and isinstance(text, str) and any(c.isalnum() for c in text)
+        ):
+            self.now()
 
 
 class Pace:
@@ -215,11 +248,24 @@ def add_listen_route(app: Any, rt: Runtime, speech: SpeechModels) -> None:
 
             return str((await asyncio.to_thread(decide)).lane)
 
+        quiet = Quiet()
+
+        async def send_json(message: dict[str, Any]) -> None:
+            quiet.saw(message)
+            await out.send_json(message)
+
+        async def send_bytes(data: bytes) -> None:
+            quiet.now()  # the reply's audio
+            await out.send_bytes(data)
+
         session = VoiceSession(
             listener, rt.turns, owner=owner, conversation=conversation, tts=tts, route=route,
-            send_json=out.send_json, send_bytes=out.send_bytes,
+            send_json=send_json, send_bytes=send_bytes,
         )  # fmt: skip
         hearing = asyncio.create_task(session.run(), name="call-hear")
+        watching = asyncio.create_task(
+            watch_call(out, owner, session, quiet, inbox), name="call-watch"
+        )
         calls.join(session)  # typed questions and job notices reach the call from now on
         try:
             while (item := await inbox.get()) is not None:
@@ -230,11 +276,34 @@ def add_listen_route(app: Any, rt: Runtime, speech: SpeechModels) -> None:
         except (WebSocketDisconnect, RuntimeError):
             pass  # the page went while the session was telling it something
         finally:
-            hearing.cancel()
-            with contextlib.suppress(BaseException):
-                await hearing
+            for task in (hearing, watching):
+                task.cancel()
+                with contextlib.suppress(BaseException):
+                    await task
             calls.part(session)
             await session.close()
             await listener.close()
+
+    async def watch_call(
+        out: CallSocket, owner: str, session: Any, quiet: Quiet, inbox: asyncio.Queue[Inbound]
+    ) -> None:
+        """End the call when its login is gone (logged out, expired) or nothing is said in it
+        for `QUIET_S`: the page is told why, the socket closed and the session ended."""
+        while True:
+            await asyncio.sleep(WATCH_S)
+            if ws_owner(app, out.ws, settings) != owner:  # Gradio dropped the login's token
+                why, code = "you logged out; the call ends", 4401
+            elif session.state in BUSY_STATES or session.turn is not None:
+                quiet.now()
+                continue
+            elif quiet.seconds() >= QUIET_S:
+                why, code = f"nothing said for {QUIET_S:.0f} s; the call ends", 4408
+            else:
+                continue
+            with contextlib.suppress(Exception):
+                await out.send_json({"kind": "error", "text": why})
+                await out.ws.close(code=code, reason=why)
+            inbox.put_nowait(None)
+            return
 
     app.add_api_websocket_route("/listen", listen)
