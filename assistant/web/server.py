@@ -153,6 +153,11 @@ def serve(
         # Gradio rebuilds a pandas summary of its event analytics on every event by default
         # (2 ms, growing with the server's age); once per 1000 events is plenty
         os.environ.setdefault("GRADIO_ANALYTICS_CACHE_FREQUENCY", "1000")
+        # uvicorn believes X-Forwarded-For and X-Forwarded-Proto from the addresses in
+        # FORWARDED_ALLOW_IPS, loopback by default: then any local client could name its own
+        # address and escape the login throttle (issue 38). Only the proxies the operator names
+        # are believed; none by default ("" matches no peer).
+        os.environ["FORWARDED_ALLOW_IPS"] = ",".join(settings.trusted_proxies)
         demo.queue(max_size=settings.max_queue, default_concurrency_limit=settings.max_queue)
         quiet_queue(demo)
         demo.launch(
