@@ -78,6 +78,31 @@ async def test_chat_waits_for_a_free_slot_without_preempting_when_slots_remain()
     assert not ticket.preempted.is_set()
 
 
+async def test_lanes_with_an_engine_each_wait_only_for_their_own_slot():
+    """The embedded engine's layout: a process per lane, one slot each. Chat goes beside a
+    running deep request without preempting it; a second chat turn waits for the first (a
+    llama.cpp server given two requests cuts the first), and deep work behind waiting chat
+    is not held back (they share no slot)."""
+    sched = LaneScheduler(deep_max_in_flight=1, lane_slots={"chat": 1, "deep": 1})
+    assert sched.slots is None
+    log: list[str] = []
+    deep_done, chat_done = asyncio.Event(), asyncio.Event()
+    deep = asyncio.create_task(_hold(sched, "deep", log, deep_done))
+    await until(lambda: log == ["deep"], 10, "the deep request to run")
+    chat = asyncio.create_task(_hold(sched, "chat", log, chat_done))
+    await until(lambda: log == ["deep", "chat"], 10, "chat beside the deep request")
+    chat2 = asyncio.create_task(_hold(sched, "chat", log, chat_done))
+    deep2 = asyncio.create_task(_hold(sched, "deep", log, deep_done))
+    await until(lambda: sched.waiting == {"chat": 1, "deep": 1}, 10, "both to wait their lane")
+    deep_done.set()  # the first deep request ends: the next deep one goes, chat still waiting
+    await until(lambda: log.count("deep") == 2, 10, "the second deep request to run")
+    assert sched.waiting["chat"] == 1
+    chat_done.set()
+    tickets = await asyncio.gather(deep, chat, chat2, deep2)
+    assert not any(t.preempted.is_set() for t in tickets)
+    assert sched.stats["deep"].preemptions == 0
+
+
 async def test_scheduler_off_admits_everything_at_once():
     sched = LaneScheduler(deep_max_in_flight=1, slots=1, enabled=False)
     log: list[str] = []

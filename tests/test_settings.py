@@ -41,6 +41,9 @@ def test_env_over_toml(tmp_path):
         ({}, "[deep]\nmax_tokens = 100\n", "at least 8192"),
         ({}, "[chat]\ncolour = 1\n", "unknown lane setting"),
         ({}, "this is = = not toml", "assistant.toml"),
+        ({"ASSISTANT_EMBEDDED_THREADS": "two"}, "", "EMBEDDED_THREADS must be a whole"),
+        ({"ASSISTANT_EMBEDDED_THREADS": "0"}, "", "EMBEDDED_THREADS must be at least 1"),
+        ({"ASSISTANT_EMBEDDED_PER_LANE": "maybe"}, "", "EMBEDDED_PER_LANE must be true"),
     ],
 )
 def test_bad_settings_say_what_is_wrong(tmp_path, env, toml, message):
@@ -60,3 +63,12 @@ def test_allowed_hosts_are_names_without_scheme_or_port(tmp_path):
     for bad in ("http://box.local", "box.local:7860", "a b"):
         with pytest.raises(ConfigError, match="ASSISTANT_ALLOWED_HOSTS"):
             load_settings(env={"ASSISTANT_ALLOWED_HOSTS": bad}, toml_path=tmp_path / "none")
+
+
+def test_the_embedded_engine_is_a_process_per_lane_on_one_thread_unless_told(tmp_path):
+    s = load_settings(env={}, toml_path=tmp_path / "missing.toml")
+    assert s.embedded_per_lane and s.embedded_threads == 1
+    toml = tmp_path / "assistant.toml"
+    toml.write_text("embedded_threads = 3\n")
+    s = load_settings(env={"ASSISTANT_EMBEDDED_PER_LANE": "false"}, toml_path=toml)
+    assert not s.embedded_per_lane and s.embedded_threads == 3
