@@ -341,3 +341,60 @@ def test_the_page_hands_a_typed_question_to_the_open_call_and_runs_none_itself()
     assert call.said == ["hi there"] and turns.started == []
     ((history, box, _audio),) = outs
     assert history == [{"role": "user", "content": "hi there"}] and box == ""
+
+
+def test_jfk_through_a_stalled_event_loop_is_the_same_one_turn():
+    """Turn-taking counts the audio's own clock: with the event loop stalled for 800 ms in
+    every 950 (a machine whose cores are taken), the audio arrives late and in bursts, stamped
+    when it is read, as the call socket stamps it, and the turns are those of a quiet loop
+    (`test_jfk_at_real_time_is_one_turn`). Passed with stalls of 0.35 s and 1.5 s too."""
+    import time
+
+    stall_s = 0.8
+
+    data, rate = sf.read(str(AUDIO / "jfk.flac"), dtype="float32", always_2d=True)
+    x = data.mean(axis=1)
+    x = np.interp(np.linspace(0, len(x) - 1, int(len(x) * 16000 / rate)), np.arange(len(x)), x)
+    audio = np.concatenate([np.zeros(4800), x, np.zeros(32000)])
+    pcm = (np.clip(audio, -1, 1) * 32767).astype("<i2").tobytes()
+    chunks = [pcm[i : i + 3200] for i in range(0, len(pcm), 3200)]
+
+    async def stall(stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            time.sleep(stall_s)  # the loop's thread lost its core: nothing runs on it
+            await asyncio.sleep(0.15)
+
+    async def run():
+        turns, page = Turns(), Page()
+        listener = Listener(load_stt(Settings()), turn_end=load_turn_end())
+        s = session(turns, page, listener=listener)
+        hearing = asyncio.create_task(s.run())
+        stop = asyncio.Event()
+        stalling = asyncio.create_task(stall(stop))
+        loop = asyncio.get_running_loop()
+        began, sent = loop.time(), 0
+        try:
+            while sent < len(chunks):
+                # what the page has sent by now arrives at once, stamped as it is read
+                due = min(len(chunks), int((loop.time() - began) / 0.1))
+                for chunk in chunks[sent:due]:
+                    await s.feed(chunk, now_ms())
+                sent = max(sent, due)
+                await asyncio.sleep(0.02)
+            for h in await listener.settle():
+                await s.hear(h)
+            while s.turn is not None:
+                await asyncio.sleep(0.05)
+        finally:
+            stop.set()
+            await stalling
+            hearing.cancel()
+            await s.close()
+            await listener.close()
+        return turns
+
+    turns = asyncio.run(run())
+    assert len(turns.stored) == 1, turns.stored
+    (stored,) = turns.stored
+    text = stored[0].lower()
+    assert stored[1] == "done" and "americans" in text and "for your country" in text
