@@ -343,6 +343,48 @@ def test_the_page_hands_a_typed_question_to_the_open_call_and_runs_none_itself()
     assert history == [{"role": "user", "content": "hi there"}] and box == ""
 
 
+def test_push_to_talk_during_a_call_is_a_turn_of_the_call_and_the_page_plays_nothing():
+    """A recording made with push-to-talk while a call is open is heard, then answered in the
+    call (aloud, by the call), never by the page beside it: its audio would reach the call's
+    microphone and be heard as the person."""
+    from assistant.records import Transcript
+    from assistant.turns.calls import Calls
+    from assistant.web.turns import Session
+    from assistant.web.turns import Turns as PageTurns
+
+    class Stt:
+        def transcribe(self, samples, **kw):
+            assert len(samples) > 16000  # the recording itself was decoded
+            return Transcript("what time is it", "en", len(samples) / 16000, 5.0)
+
+    class Speech:
+        async def stt(self):
+            return Stt()
+
+    async def run():
+        turns, page = Turns(), Page()
+        call = session(turns, page)
+        calls = Calls()
+        pages = PageTurns(turns, None, Settings(), Speech(), streamed=True, calls=calls)  # type: ignore[arg-type]
+        calls.join(call)
+        outs = [
+            o
+            async for o in pages.voice(str(AUDIO / "jfk.flac"), [], Session("c1"), True, None, None)  # type: ignore[arg-type]
+        ]
+        await call.turn.task if call.turn else None
+        calls.part(call)
+        return turns, page, outs
+
+    turns, page, outs = asyncio.run(run())
+    assert turns.started == ["what time is it"] and turns.sources == ["voice"]
+    assert turns.stored == [("what time is it", "done")]
+    assert len(page.audio) == 1  # the call said the reply
+    history, _audio, recorder = outs[-1]
+    assert history[-1] == {"role": "user", "content": "🎤 what time is it"}
+    assert all(o[1] is not None and not isinstance(o[1], bytes) for o in outs)  # page: no audio
+    assert recorder is None  # the recorder is cleared for the next turn
+
+
 def test_jfk_through_a_stalled_event_loop_is_the_same_one_turn():
     """Turn-taking counts the audio's own clock: with the event loop stalled for 800 ms in
     every 950 (a machine whose cores are taken), the audio arrives late and in bursts, stamped

@@ -176,14 +176,15 @@ class VoiceSession:
         await self._cancel(discard=not turn.committed.is_set())
         await self.send_json({"kind": "barge", "utterance": turn.utterance})
 
-    async def say(self, text: str) -> None:
-        """A question typed on the page during the call: a turn of the call like a spoken one
-        (answered aloud; a newer turn than the reply in progress, which it stops)."""
+    async def say(self, text: str, source: str = "typed") -> None:
+        """A question typed on the page during the call, or said with push-to-talk
+        (`source="voice"`): a turn of the call like a spoken one (answered aloud; a newer turn
+        than the reply in progress, which it stops)."""
         async with self._hearing:
             if self.turn is not None:
                 await self.barge_in()
             self._own -= 1
-            turn = VoiceTurn(self._own, text, None, source="typed")
+            turn = VoiceTurn(self._own, text, None, source=source)
             turn.committed.set()
             self.turn = turn
             await self.send_json({"kind": "turn", "utterance": turn.utterance, "text": text})

@@ -275,6 +275,14 @@ class Turns:
             view.apply(TurnEvent("error", text=str(e)))
             yield view.history, gr.skip(), None
             return
+        call = self.calls.of(owner, session.conversation_id)
+        if call is not None:
+            # a turn of the call, answered aloud there: a reply played by the page beside the
+            # call would reach the call's microphone and be heard as the person
+            async with contextlib.aclosing(self._to_call(call, view, audio_path, stt)) as outs:
+                async for out in outs:
+                    yield out
+            return
         tts = await self._tts(owner) if speak else None
         request = TurnRequest(
             audio=audio_path,
@@ -292,6 +300,23 @@ class Turns:
         if notice:  # the embedded model stood in for a failed speech server: said once
             gr.Warning(notice)
         yield gr.skip(), gr.skip(), None  # clear the recorder for the next turn
+
+    async def _to_call(
+        self, call: Any, view: TurnView, audio: str, stt: Any
+    ) -> AsyncIterator[tuple[Any, ...]]:
+        """Push-to-talk during a call: heard here, then said to the call as its turn."""
+        from assistant.turns.voice import transcribe
+
+        try:
+            heard = await transcribe(audio, stt, self.settings)
+        except AssistantError as e:  # bad audio, or the speech server failed
+            view.apply(TurnEvent("error", text=f"I couldn't use that audio: {e}"))
+            yield view.history, gr.skip(), None
+            return
+        view.apply(TurnEvent("transcript", text=heard.text))
+        if heard.text.strip():
+            await call.say(heard.text, source="voice")
+        yield view.history, gr.skip(), None  # no audio here: the call speaks the reply
 
     async def _tts(self, owner: str) -> Any:
         return await voice_of(self.speech, self.conversations.prefs(owner))
