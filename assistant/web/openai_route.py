@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hmac
 import logging
 import time
 import uuid
@@ -32,6 +33,7 @@ from typing import Any, TypeVar
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from assistant.app_client import LOCAL_OWNER, SECRET_HEADER
 from assistant.errors import AssistantError
 from assistant.records import TurnEvent, TurnResult, now_ms
 from assistant.settings import Settings
@@ -39,6 +41,7 @@ from assistant.turns.chat import check_text
 from assistant.turns.conversations import Conversations
 from assistant.turns.pipeline import Pipeline, TurnRequest
 from assistant.web import housekeeping
+from assistant.web.exposure import FORWARDED, is_loopback
 from assistant.web.openai_wire import (  # noqa: F401  (re-exported)
     CONVERSATION_HEADER,
     EFFORT_LANES,
@@ -106,13 +109,48 @@ class Admission:
             del self.by_login[owner]
 
 
-class OpenAIRoute:
-    """The endpoint's handlers, over the app's pipeline and conversations."""
+class LocalGate:
+    """The app's own command line (`assistant.app_client`): a request carrying this start's
+    secret (`X-Assistant-Local`, from the discovery file only the app's user can read) is the
+    machine's own user, "local", as the CLI is in-process. Taken from a loopback peer only and
+    never from a request a proxy forwarded, so it opens nothing to a remote client whatever
+    ASSISTANT_AUTH says; a wrong secret is refused and throttled like a wrong password. A
+    request without it goes to the login's gate as before."""
 
-    def __init__(self, pipeline: Pipeline, conversations: Conversations, settings: Settings):
+    def __init__(self, gate: Gate, secret: str):
+        self.gate, self.secret = gate, secret
+        self.throttle = gate.throttle
+
+    def owner(self, request: Request) -> str:
+        given = request.headers.get(SECRET_HEADER)
+        if given is None:
+            return self.gate.owner(request)
+        peer = request.client.host if request.client else ""
+        if not is_loopback(peer) or any(h in request.headers for h in FORWARDED):
+            raise ApiError(403, "the local secret is taken from this machine's loopback only",
+                           "permission_error", "loopback_only")  # fmt: skip
+        wait = self.throttle.retry_after(LOCAL_OWNER, peer)
+        if wait > 0:
+            raise ApiError(429, "too many failed logins; try again later", "rate_limit_error",
+                           "login_throttled", retry_after=wait + 1)  # fmt: skip
+        if not hmac.compare_digest(given.encode(), self.secret.encode()):
+            self.throttle.failed(LOCAL_OWNER, peer)
+            raise ApiError(401, "wrong local secret (from another start of the app?)",
+                           "invalid_request_error", "invalid_api_key")  # fmt: skip
+        return LOCAL_OWNER
+
+
+class OpenAIRoute:
+    """The endpoint's handlers, over the app's pipeline and conversations. `local_secret`:
+    this start's secret for its own command line (`LocalGate`)."""
+
+    def __init__(self, pipeline: Pipeline, conversations: Conversations, settings: Settings,
+                 local_secret: str | None = None):  # fmt: skip
         self.pipeline = pipeline
         self.settings = settings
-        self.gate = Gate(settings)
+        self.gate: Gate | LocalGate = Gate(settings)
+        if local_secret:
+            self.gate = LocalGate(self.gate, local_secret)
         self.threads = Threads(conversations)
         self.admission = Admission(settings.max_queue, settings.max_api_per_user)
 
@@ -368,11 +406,16 @@ def unsent(reply: str, streamed: str) -> str:
     return ""
 
 
-def add_openai_routes(app: Any, pipeline: Pipeline, conversations: Conversations,
-                      settings: Settings) -> OpenAIRoute:  # fmt: skip
+def add_openai_routes(
+    app: Any,
+    pipeline: Pipeline,
+    conversations: Conversations,
+    settings: Settings,
+    local_secret: str | None = None,
+) -> OpenAIRoute:
     """Register the endpoints on the app's server (plain Starlette routes: no Gradio queue,
     no per-session state, no FastAPI body models)."""
-    route = OpenAIRoute(pipeline, conversations, settings)
+    route = OpenAIRoute(pipeline, conversations, settings, local_secret)
     app.add_route("/v1/models", route.models, methods=["GET"], include_in_schema=False)
     app.add_route(
         "/v1/chat/completions", route.completions, methods=["POST"], include_in_schema=False

@@ -19,6 +19,7 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from assistant.app_client import announce, local_url, new_secret, withdraw
 from assistant.runtime import Runtime
 from assistant.settings import Settings
 from assistant.web.security import is_loopback
@@ -60,14 +61,16 @@ def ensure_ffmpeg(bin_dir: Path) -> bool:
     return shutil.which("ffmpeg") is not None
 
 
-def lifespan(rt: Runtime, speech: SpeechModels, worker: bool = True) -> Callable[[Any], Any]:
+def lifespan(rt: Runtime, speech: SpeechModels, worker: bool = True,
+             local_secret: str | None = None) -> Callable[[Any], Any]:  # fmt: skip
     """A FastAPI lifespan that supervises the job worker process (unless `worker` is off),
-    samples the loop's lag and warms speech, on the server's loop."""
+    samples the loop's lag and warms speech, on the server's loop. `local_secret`: what the
+    app's own command line sends (`assistant.app_client`)."""
 
     @contextlib.asynccontextmanager
     async def run(app: Any) -> AsyncIterator[None]:
         # routes added here exist before the server accepts its first connection
-        add_routes(app, rt, speech)
+        add_routes(app, rt, speech, local_secret)
         tasks = [
             asyncio.create_task(speech.warm(), name="warm-speech"),
             asyncio.create_task(rt.loop_lag.run(), name="loop-lag"),
@@ -135,6 +138,8 @@ def serve(
 
     rt = Runtime(settings)
     pidfile = settings.data_dir / "serve.pid"
+    # the command line on this data directory becomes a client of this app (app_client)
+    local_secret = new_secret()
     demo = None
     stop = _stop_on_signals()
     try:
@@ -175,7 +180,7 @@ def serve(
             # state, kept for the 10,000 most recent by default: about 2 GB
             state_session_capacity=SESSION_STATES,
             app_kwargs={
-                "lifespan": lifespan(rt, speech, worker),
+                "lifespan": lifespan(rt, speech, worker, local_secret),
                 # over HTTPS, login cookies are Secure (assistant.web.tls)
                 # the certificate's names are served like ASSISTANT_ALLOWED_HOSTS
                 "middleware": [
@@ -191,11 +196,14 @@ def serve(
             # would then hold the shutdown (and the job worker's clean stop) hostage
             demo.server.config.timeout_graceful_shutdown = SHUTDOWN_GRACE_S
         scheme = "https" if certificate is not None else "http"
+        bound = getattr(demo, "server_port", None) or port
+        announce(settings.data_dir, local_url(scheme, host, bound), local_secret)
         print(f"serving on {scheme}://{host}:{port}", file=sys.stderr, flush=True)
         while not stop.wait(0.5):
             pass
         return 0
     finally:
+        withdraw(settings.data_dir, local_secret)  # first: no command line sends here now
         if demo is not None:
             demo.close()
         rt.close()
@@ -204,7 +212,9 @@ def serve(
                 pidfile.unlink()
 
 
-def add_routes(app: Any, rt: Runtime, speech: SpeechModels) -> None:
+def add_routes(
+    app: Any, rt: Runtime, speech: SpeechModels, local_secret: str | None = None
+) -> None:
     """The app's own routes beside Gradio's: `/metrics` (`assistant.web.metrics_route`),
     the hands-free microphone stream `/listen` (`assistant.web.listen_route`) and the
     OpenAI-compatible `/v1/...` (`assistant.web.openai_route`)."""
@@ -217,7 +227,7 @@ def add_routes(app: Any, rt: Runtime, speech: SpeechModels) -> None:
     # the OpenAI-compatible API: a turn per request, outside Gradio's queue
     from assistant.web.openai_route import add_openai_routes
 
-    route = add_openai_routes(app, rt.turns, rt.conversations, rt.settings)
+    route = add_openai_routes(app, rt.turns, rt.conversations, rt.settings, local_secret)
     from assistant.web.openai_audio import add_audio_routes
 
     add_audio_routes(app, route, speech, rt.settings)  # its speech, under the same gate
