@@ -384,10 +384,17 @@ def extra_of(result: TurnResult, cid: str | None) -> dict[str, Any]:
     }
 
 
+CUT_FINISH = "error"
+"""The finish reason of an answer that ended early for a reason other than its token budget
+(a cut or stalled stream, a crashed engine, a deadline): OpenAI's names have none, and
+"length" (what was said before) tells a client to raise `max_tokens`, which would not help
+(issue 38). vLLM says "abort" for its own; the SDKs pass any string through."""
+
+
 def finish_of(result: TurnResult) -> str:
     """The OpenAI finish reason; the assistant's own (cut, stalled, ...) is in `assistant`."""
     return STANDARD_FINISH.get(
-        result.finish_reason or "", "length" if result.incomplete else "stop"
+        result.finish_reason or "", CUT_FINISH if result.incomplete else "stop"
     )
 
 
