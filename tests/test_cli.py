@@ -98,3 +98,18 @@ def test_delegate_wait_runs_the_job_when_no_app_runs(sim_url, tmp_path):
     assert proc.returncode == 0, proc.stderr
     job = json.loads(proc.stdout)
     assert job["state"] == "done" and job["result"]
+
+
+def test_chat_continues_the_latest_conversation_unless_told(sim_url, tmp_path):
+    # with no app running the turn runs here, by the same rule as through the app
+    first = json.loads(run(["chat", "--json", "my cat is Tom"], tmp_path, sim_url).stdout)
+    second = json.loads(run(["chat", "--json", "his name?"], tmp_path, sim_url).stdout)
+    assert second["conversation_id"] == first["conversation_id"]
+    fresh = json.loads(run(["chat", "--new", "--json", "hello"], tmp_path, sim_url).stdout)
+    assert fresh["conversation_id"] != first["conversation_id"]
+    named = ["chat", "--json", "--conversation", first["conversation_id"], "and now?"]
+    again = json.loads(run(named, tmp_path, sim_url).stdout)
+    assert again["conversation_id"] == first["conversation_id"]
+    unknown = run(["chat", "--conversation", "nope", "hi"], tmp_path, sim_url)
+    assert unknown.returncode == 1 and "no conversation nope" in unknown.stderr
+    assert run(["chat", "--new", "--conversation", "x", "hi"], tmp_path).returncode == 2
