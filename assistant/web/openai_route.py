@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hmac
 import logging
 import time
 import uuid
@@ -33,7 +32,6 @@ from typing import Any, TypeVar
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from assistant.app_client import LOCAL_OWNER, SECRET_HEADER
 from assistant.errors import AssistantError
 from assistant.records import TurnEvent, TurnResult, now_ms
 from assistant.settings import Settings
@@ -41,7 +39,7 @@ from assistant.turns.chat import check_text
 from assistant.turns.conversations import Conversations
 from assistant.turns.pipeline import Pipeline, TurnRequest
 from assistant.web import housekeeping
-from assistant.web.exposure import FORWARDED, is_loopback
+from assistant.web.local_gate import LocalGate
 from assistant.web.openai_wire import (  # noqa: F401  (re-exported)
     CONVERSATION_HEADER,
     EFFORT_LANES,
@@ -107,37 +105,6 @@ class Admission:
         self.by_login[owner] -= 1
         if not self.by_login[owner]:
             del self.by_login[owner]
-
-
-class LocalGate:
-    """The app's own command line (`assistant.app_client`): a request carrying this start's
-    secret (`X-Assistant-Local`, from the discovery file only the app's user can read) is the
-    machine's own user, "local", as the CLI is in-process. Taken from a loopback peer only and
-    never from a request a proxy forwarded, so it opens nothing to a remote client whatever
-    ASSISTANT_AUTH says; a wrong secret is refused and throttled like a wrong password. A
-    request without it goes to the login's gate as before."""
-
-    def __init__(self, gate: Gate, secret: str):
-        self.gate, self.secret = gate, secret
-        self.throttle = gate.throttle
-
-    def owner(self, request: Request) -> str:
-        given = request.headers.get(SECRET_HEADER)
-        if given is None:
-            return self.gate.owner(request)
-        peer = request.client.host if request.client else ""
-        if not is_loopback(peer) or any(h in request.headers for h in FORWARDED):
-            raise ApiError(403, "the local secret is taken from this machine's loopback only",
-                           "permission_error", "loopback_only")  # fmt: skip
-        wait = self.throttle.retry_after(LOCAL_OWNER, peer)
-        if wait > 0:
-            raise ApiError(429, "too many failed logins; try again later", "rate_limit_error",
-                           "login_throttled", retry_after=wait + 1)  # fmt: skip
-        if not hmac.compare_digest(given.encode(), self.secret.encode()):
-            self.throttle.failed(LOCAL_OWNER, peer)
-            raise ApiError(401, "wrong local secret (from another start of the app?)",
-                           "invalid_request_error", "invalid_api_key")  # fmt: skip
-        return LOCAL_OWNER
 
 
 class OpenAIRoute:

@@ -1,0 +1,147 @@
+"""`assistant chat`: one typed turn, through the app serving the data directory when one
+answers (`assistant.app_client`), else in this process, continuing the same conversation either
+way: `--conversation ID` (the local user's), a new one with `--new`, else the local user's most
+recently active one."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from typing import Any
+
+from assistant.errors import AssistantError, BadInput
+from assistant.settings import Settings
+
+
+def print_json(obj: Any) -> None:
+    sys.stdout.write(json.dumps(obj, ensure_ascii=False) + "\n")
+    sys.stdout.flush()
+
+
+def runtime(settings: Settings):
+    from assistant.runtime import Runtime
+
+    rt = Runtime(settings)
+    if rt.notice:
+        print(rt.notice, file=sys.stderr)
+    return rt
+
+
+def chat(args: argparse.Namespace, settings: Settings) -> int:
+    """One turn: through the app serving this data directory when one answers (its engine,
+    its worker, its conversations), else in this process. Either way it continues the local
+    user's most recently active conversation unless `--new` or `--conversation ID` says."""
+    from assistant.app_client import find_app
+
+    text = _checked(" ".join(args.text), settings.max_text_chars)
+    app = find_app(settings.data_dir, note=lambda why: print(f"note: {why}", file=sys.stderr))
+    if app is not None:
+        try:
+            return _chat_through(app, text, args, settings)
+        finally:
+            app.close()
+    from assistant.turns.chat import raise_for
+
+    with runtime(settings) as rt:
+        cid = _conversation(rt.store, args)
+        cid = cid or rt.store.new_conversation(LOCAL, title=text)
+        result = asyncio.run(
+            rt.turns.ask(text, conversation_id=cid, force_deep=args.deep, deep_inline=True)
+        )
+    if args.json:
+        print_json({**result.as_json(), "conversation_id": cid})
+    else:
+        print(result.reply)
+        _footer(result.error, result.lane, result.reason, result.timings.as_dict())
+    raise_for(result)
+    if result.error and not result.reply:
+        return 1
+    return 0
+
+
+LOCAL = "local"
+"""The command line's owner: the machine's own user (in-process and through the app)."""
+
+
+def _checked(text: str, limit: int) -> str:
+    # turns.chat.check_text's rule, without importing the turn machinery (0.6 s) when the
+    # app will run the turn
+    text = text.strip()
+    if not text:
+        raise BadInput("the message is empty")
+    if len(text) > limit:
+        raise BadInput(f"the message is too long ({len(text)} characters; the limit is {limit})")
+    return text
+
+
+def _conversation(store: Any, args: argparse.Namespace) -> str | None:
+    """The conversation the turn continues: `--conversation ID` (the local user's), none with
+    `--new`, else the local user's most recently active one (None: there is none yet)."""
+    if args.conversation:
+        if store.conversation_owner(args.conversation) != LOCAL:
+            raise AssistantError(f"no conversation {args.conversation}")
+        return args.conversation
+    if args.new:
+        return None
+    latest = store.conversations(LOCAL, limit=1)
+    return latest[0].id if latest else None
+
+
+def _history(store: Any, cid: str | None) -> list[tuple[str, str]]:
+    """The exchanges the app's prompt is built from, as the in-process turn reads them."""
+    if cid is None:
+        return []
+    return [(t.user_text, t.result.reply) for t in store.transcript(cid)
+            if t.result.reply and not t.result.error]  # fmt: skip
+
+
+def _chat_through(app: Any, text: str, args: argparse.Namespace, settings: Settings) -> int:
+    from assistant.app_client import AppError
+    from assistant.errors import BudgetExhausted
+    from assistant.store.db import Store
+
+    store = Store(settings.db_path)
+    try:
+        cid = _conversation(store, args)
+        history = _history(store, cid)
+    finally:
+        store.close()
+    streamed = not args.json
+
+    def show(piece: str) -> None:
+        sys.stdout.write(piece)
+        sys.stdout.flush()
+
+    try:
+        reply = app.chat(text, history, conversation=cid, deep=args.deep,
+                         on_text=show if streamed else lambda _: None)  # fmt: skip
+    except AppError as e:
+        if e.status == 400:
+            raise BadInput(e.message) from e
+        if e.code == "budget_exhausted":
+            raise BudgetExhausted(e.message) from e
+        raise AssistantError(e.message) from e
+    if args.json:
+        print_json(reply.as_json())
+    else:
+        if not reply.reply.endswith("\n"):
+            print()
+        _footer(reply.error, reply.lane, reply.reason, reply.timings_ms, via=app.url)
+    if reply.code == "budget_exhausted":
+        raise BudgetExhausted(reply.error or "the engine gave no answer")
+    if reply.error and not reply.reply:
+        if not args.json:
+            print(f"error: {reply.error}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _footer(error: str | None, lane: Any, reason: Any, timings: dict[str, float],
+            via: str | None = None) -> None:  # fmt: skip
+    if error:
+        print(f"[{error}]", file=sys.stderr)
+    where = f"; through the app at {via}" if via else ""
+    print(f"[{lane}: {reason}; " + ", ".join(f"{k} {v:.0f} ms" for k, v in timings.items())
+          + f"{where}]", file=sys.stderr)  # fmt: skip
