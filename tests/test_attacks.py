@@ -29,6 +29,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
+import numpy as np
 import pytest
 from gradio_client import Client
 
@@ -654,6 +655,7 @@ WORST_TEXT = {
     # a client's title task whose chat is blank lines (housekeeping's HISTORY_LINE)
     "housekeeping": v1_body([{"role": "user", "content": TITLE_TASK + "\n" * 7800}]),
 }  # fmt: skip
+SAMPLE_RATE_16K = 16000
 WORST_SPEECH = {"numbered": "1. " * 2600, "spaces": "a" + " " * 7990 + "b", "brackets": "[" * 7990}
 """Sentence splitting (pysbd: quadratic in sentences) and the cleaning patterns (spaces before
 no mark, brackets that never close) of `/v1/audio/speech`."""
@@ -863,3 +865,29 @@ def test_a_cut_stream_does_not_say_it_ran_out_of_tokens():
         assert finish_of(cut) not in ("length", "stop")
     spent = TurnResult("a long answer", "chat", "r", "length", incomplete=True)
     assert finish_of(spent) == "length"  # the budget was spent: that is what length says
+
+
+def test_a_logins_long_uploads_do_not_queue_anothers_clip_behind_them(guarded):
+    # ann's three minute-long uploads at once, then bob's short clip: the pool took them in
+    # order, so bob's came back last; with a share per login it comes back before ann's last
+    from assistant.speech.audio import load_audio, wav_bytes
+
+    jfk = load_audio(AUDIO_DIR / "jfk.flac", max_bytes=10_000_000, max_seconds=60)
+    clip = wav_bytes((jfk * 32767).astype("<i2"), SAMPLE_RATE_16K)
+    long = wav_bytes((np.tile(jfk, 5) * 32767).astype("<i2"), SAMPLE_RATE_16K)
+    url = guarded.url + "v1/audio/transcriptions"
+    finished: list[str] = []
+
+    def transcribe(who: str, audio: bytes) -> None:
+        files = {"file": ("clip.wav", audio, "audio/wav"), "model": (None, "whisper-1")}
+        r = httpx.post(url, files=files, headers=bearer(who), timeout=600)
+        assert r.status_code == 200, r.text[:300]
+        finished.append(who)
+
+    with ThreadPoolExecutor(4) as pool:
+        anns = [pool.submit(transcribe, "ann", long) for _ in range(3)]
+        time.sleep(1.0)  # ann's are queued first
+        bobs = pool.submit(transcribe, "bob", clip)
+        for f in [*anns, bobs]:
+            f.result()
+    assert finished.index("bob") < 3, finished  # not after all of ann's

@@ -21,11 +21,12 @@ Sizes, for C usable cores:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import functools
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -33,6 +34,10 @@ from typing import Any, TypeVar
 T = TypeVar("T")
 REMOTE_WORKERS = 32
 """Speech-server requests in flight at once from this process (each call has at most two)."""
+PER_LOGIN = 1
+"""A login's calls on the pools at once (`SpeechPools.share`): the pools serve first come,
+first served, so without a share one login's eight long uploads put another's short clip
+behind all of them (0.9 s alone, 181 s beside them; issue 38)."""
 
 
 def usable_cores() -> int:
@@ -59,6 +64,12 @@ class PoolSizes:
 
 
 @dataclass
+class _Share:
+    places: asyncio.Semaphore
+    users: int = 0
+
+
+@dataclass
 class SpeechPools:
     """The two pools; `run_stt` / `run_tts` run a blocking call on one and await it."""
 
@@ -66,6 +77,7 @@ class SpeechPools:
     _stt: ThreadPoolExecutor = field(init=False)
     _tts: ThreadPoolExecutor = field(init=False)
     _remote: ThreadPoolExecutor = field(init=False)
+    _shares: dict[str, _Share] = field(init=False, default_factory=dict)
 
     def __post_init__(self) -> None:
         self._stt = ThreadPoolExecutor(self.sizes.stt_workers, thread_name_prefix="stt")
@@ -87,6 +99,26 @@ class SpeechPools:
         """All of `tts.synthesize(text)`'s chunks, on its pool: the remote one for a server."""
         pool = self._remote if getattr(tts, "remote", False) else self._tts
         return await _run(pool, lambda: list(tts.synthesize(text)))
+
+    @contextlib.asynccontextmanager
+    async def share(self, owner: str | None) -> AsyncIterator[None]:
+        """Hold one of `owner`'s `PER_LOGIN` places on the pools (None: no share, no wait).
+        Each login's calls wait their turn among themselves, so a login's next call reaches
+        the pool's queue only when its last one is done: logins take turns."""
+        if owner is None:
+            yield
+            return
+        entry = self._shares.get(owner)
+        if entry is None:
+            entry = self._shares[owner] = _Share(asyncio.Semaphore(PER_LOGIN))
+        entry.users += 1
+        try:
+            async with entry.places:
+                yield
+        finally:
+            entry.users -= 1
+            if not entry.users:  # memory stays bounded by the logins with calls
+                del self._shares[owner]
 
     def shutdown(self) -> None:
         self._stt.shutdown(wait=False, cancel_futures=True)

@@ -70,9 +70,10 @@ class OpenAIAudio:
             limits = {"max_bytes": self.settings.max_upload_bytes,
                       "max_seconds": self.settings.max_audio_s}  # fmt: skip
             pools = speech_pools()
-            samples = await pools.run_stt(lambda: load_audio(data, **limits))
-            stt = await self.speech.stt()
-            heard = await pools.transcribe(stt, samples, hotwords=prompt)
+            async with pools.share(owner):  # logins take turns on the pool
+                samples = await pools.run_stt(lambda: load_audio(data, **limits))
+                stt = await self.speech.stt()
+                heard = await pools.transcribe(stt, samples, hotwords=prompt)
         except ApiError as e:
             return e.response()
         except AssistantError as e:
@@ -132,7 +133,7 @@ class OpenAIAudio:
 
             # linear, but up to max_text_chars of it: off the event loop (issue 38)
             sentences = await asyncio.to_thread(speech_sentences, text)
-            first = await self._say(tts, sentences[0]) if sentences else []
+            first = await self._say(tts, sentences[0], owner) if sentences else []
             if not first:
                 raise ApiError(400, "nothing to speak: the input has no words after removing "
                                "symbols", "invalid_request_error")  # fmt: skip
@@ -187,8 +188,12 @@ class OpenAIAudio:
             return await self.speech.tts(None, speed)  # listed but not installed here
 
     @staticmethod
-    async def _say(tts: Any, sentence: str) -> list[AudioChunk]:
-        return await speech_pools().synthesize(tts, sentence)
+    async def _say(tts: Any, sentence: str, owner: str) -> list[AudioChunk]:
+        """One sentence, in `owner`'s turn: two logins' long texts are spoken a sentence of
+        each at a time, not one whole text after the other."""
+        pools = speech_pools()
+        async with pools.share(owner):
+            return await pools.synthesize(tts, sentence)
 
     async def _stream(
         self, tts: Any, first: list[AudioChunk], rest: list[str], fmt: str, owner: str
@@ -201,7 +206,7 @@ class OpenAIAudio:
                 yield resample_int16(chunk.samples, chunk.sample_rate, rate)
             for sentence in rest:
                 try:
-                    chunks = await self._say(tts, sentence)
+                    chunks = await self._say(tts, sentence, owner)
                 except AssistantError:
                     return  # the status is sent: the audio ends where speech failed
                 for chunk in chunks:
