@@ -23,7 +23,7 @@ from assistant.settings import LaneConfig, Settings
 from assistant.store.db import Store
 from assistant.turns.guard import guarded
 from assistant.turns.job_stream import follow
-from assistant.turns.prompt import Prompts
+from assistant.turns.prompt import Prompts, job_status
 from assistant.turns.recorder import Recorder
 
 if TYPE_CHECKING:
@@ -118,6 +118,15 @@ class ChatService:
             last_task=task,
         )
 
+    def jobs_note(self, owner: str, conversation_id: str | None) -> str:
+        """What the chat request says of this conversation's latest job (DESIGN.md 4: "how's
+        the report going?" is answered from the job), "" when it has none; never a job of
+        another login."""
+        job = self.store.conversation_job(conversation_id) if conversation_id else None
+        if job is None or job.owner != owner:
+            return ""
+        return job_status(job, self.store.clock())
+
     async def turn(
         self,
         text: str,
@@ -165,8 +174,9 @@ class ChatService:
             lane = self.settings.deep if decision.lane == "deep" else self.settings.chat
             result = TurnResult("", decision.lane, decision.reason, None)
             past = self.history(conversation_id, history)
+            note = "" if housekeeping else self.jobs_note(owner, conversation_id)
             run = self._run(text, lane, decision, past, result, rec, max_tokens, history,
-                            tools=not housekeeping)  # fmt: skip
+                            tools=not housekeeping, note=note)  # fmt: skip
             async with contextlib.aclosing(run) as events:
                 async for event in events:
                     yield event
@@ -228,8 +238,9 @@ class ChatService:
         max_tokens: int | None = None,
         given: tuple[tuple[str, str], ...] | None = None,
         tools: bool = True,
+        note: str = "",
     ) -> AsyncIterator[TurnEvent]:
-        messages = self.prompts.chat(past, text, lane.history_tokens)
+        messages = self.prompts.chat(past, text, lane.history_tokens, note=note)
         if lane.name == "deep":
             task = decision.text or text
             # a client's own history stays with its deep request: a client resuming a cut

@@ -11,7 +11,7 @@ from importlib import resources
 from pathlib import Path
 
 from assistant.engine.transcript import estimate_tokens, resumed
-from assistant.records import Message
+from assistant.records import Job, Message
 
 # package data (the repository's prompts/, mapped into the package by pyproject.toml), so an
 # installed wheel finds them as an editable install does
@@ -38,8 +38,14 @@ class Prompts:
             transcript_deep=(directory / "transcript-deep.md").read_text().strip(),
         )
 
-    def chat(self, history: list[tuple[str, str]], text: str, budget: int) -> list[Message]:
-        """System prompt, as many whole recent turns as fit `budget` tokens, then the request."""
+    def chat(
+        self, history: list[tuple[str, str]], text: str, budget: int, note: str = ""
+    ) -> list[Message]:
+        """System prompt, as many whole recent turns as fit `budget` tokens, then the request.
+        `note` (this conversation's jobs, see `job_status`) is per-turn: it leads the last
+        message, after the history, so the cached prefix stays the same turn after turn."""
+        if note:
+            text = f"{note}\n\n{text}"
         used = estimate_tokens(self.system) + estimate_tokens(text)
         kept: list[tuple[str, str]] = []
         for user, reply in reversed(history):
@@ -57,3 +63,30 @@ class Prompts:
     def deep(self, task: str, partial: str = "") -> list[Message]:
         """A delegated task led by delegate.md; `partial` resumes a preempted answer."""
         return resumed([Message("system", self.delegate), Message("user", task)], partial)
+
+
+RESULT_LINES = 3
+RESULT_CHARS = 400
+
+
+def job_status(job: Job, now: float) -> str:
+    """A short status of a conversation's job for the chat request: state, elapsed, tokens
+    so far, and the result's first lines when done (the reason when it failed)."""
+    elapsed = (
+        job.elapsed_s if job.state in ("done", "failed", "cancelled") else now - job.created_at
+    )
+    task = " ".join(job.prompt.split())
+    task = task if len(task) <= 120 else task[:117] + "..."
+    parts = [
+        f"[The app's status of this conversation's job {job.id}, not written by the user:",
+        f"{job.state}, {max(elapsed, 0.0):.0f} s elapsed,",
+        f"{job.reasoning_tokens} reasoning and {job.answer_tokens} answer tokens so far.",
+        f"Task: {task}.",
+    ]
+    if job.state == "done" and job.result.strip():
+        lines = [line for line in job.result.strip().splitlines() if line.strip()][:RESULT_LINES]
+        opening = "\n".join(lines)[:RESULT_CHARS]
+        parts.append(f"The result begins:\n{opening}\n(the whole result is in the Jobs panel)")
+    elif job.state == "failed" and job.error:
+        parts.append(f"It failed: {job.error}.")
+    return " ".join(parts) + "]"
