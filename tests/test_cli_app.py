@@ -282,3 +282,15 @@ def test_the_secret_is_only_the_local_user(guarded):
     assert wrong.status_code == 401
     none = ask(url, "hi", {})
     assert none.status_code == 401  # a loopback client still needs a login
+
+
+def test_an_exhausted_budget_through_the_app_is_exit_3_with_the_json(tmp_path):
+    with run_simengine("--fault", "reasoning_only", "--token-ms", "1") as exhausting:
+        with run_app(tmp_path, exhausting, entry=CLI_SERVE) as app:
+            announced(app)
+            proc = cli(tmp_path, "chat", "--json", "hi")
+    assert proc.returncode == 3, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["error"] and "reasoning budget" in out["error"] and not out["reply"]
+    assert out["lane"] == "chat" and out["finish_reason"] == "length"
+    assert "Traceback" not in proc.stderr

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -39,17 +37,3 @@ class StreamingVad:
         out, self.h, self.c = self.session.run(None, {"input": x, "h": self.h, "c": self.c})
         self.context = frames[-1, -CONTEXT:].copy()
         return np.asarray(out, dtype=np.float32).reshape(-1)[: len(frames)]
-
-
-_pool: ThreadPoolExecutor | None = None
-
-
-async def probs_off_loop(vad: Any, frames: np.ndarray) -> np.ndarray:
-    """`vad.probs(frames)` on a one-thread pool of its own, never on the event loop: a call's
-    chunk costs about 0.5 ms quiet, but on a machine whose cores are taken every call and page
-    would wait behind it; one thread keeps each stream's frames in order (its state is carried
-    from chunk to chunk) and is never queued behind Whisper or the turn-end model."""
-    global _pool
-    if _pool is None:
-        _pool = ThreadPoolExecutor(1, thread_name_prefix="vad")
-    return await asyncio.get_running_loop().run_in_executor(_pool, vad.probs, frames)
