@@ -37,6 +37,8 @@ TIMED_OUT = "timeout"
 CRASHED = "crashed"
 """The engine's process died during the request (the finish event's text says how)."""
 INTERRUPTED = "interrupted"
+STOPPED = "stopped before the answer was complete"
+"""The error of a turn stopped by the person (Stop, a barge-in, a newer turn, a client leaving)."""
 """The engine ended the stream cleanly but early, with no finish reason and budget left:
 llama-cpp-python's server does this to a running request when another one arrives."""
 INCOMPLETE = (CUT, STALLED, TIMED_OUT, CRASHED, INTERRUPTED)

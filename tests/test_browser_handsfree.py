@@ -11,6 +11,7 @@ be longer than the merge window (1.5 s) and shorter than the reply's speech (25 
 from __future__ import annotations
 
 import contextlib
+import itertools
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,7 +25,7 @@ from assistant.store.db import Store
 from tests.app_proc import CLI_SERVE, App, run_app
 from tests.chromium import AUTOPLAY, MICROPHONE, launch, needs_chromium
 from tests.conftest import AUDIO
-from tests.simengine_proc import run_simengine
+from tests.simengine_proc import run_simengine, sim_requests
 
 pytestmark = needs_chromium
 RATE = 16000
@@ -63,13 +64,16 @@ def mic_wav(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[App]:
+def engine() -> Iterator[str]:
+    # replies of about 10 s of speech: the first has played out before the second request,
+    # the second still plays when the third speaks (a reply lasts until it was heard)
+    with run_simengine("--priority-policy", "--token-ms", "40", "--answer-words", "25") as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def app(engine: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[App]:
     with contextlib.ExitStack() as stack:
-        # replies of about 10 s of speech: the first has played out before the second request,
-        # the second still plays when the third speaks (a reply lasts until it was heard)
-        engine = stack.enter_context(
-            run_simengine("--priority-policy", "--token-ms", "40", "--answer-words", "25")
-        )
         yield stack.enter_context(run_app(tmp_path_factory.mktemp("app"), engine, entry=CLI_SERVE))
 
 
@@ -92,7 +96,7 @@ def page(app: App, mic_wav: Path) -> Iterator[Any]:
             browser.close()
 
 
-def test_pauses_end_turns_and_speech_over_a_reply_interrupts_it(page, app):
+def test_pauses_end_turns_and_speech_over_a_reply_interrupts_it(page, app, engine):
     from playwright.sync_api import expect
 
     users = page.locator("#chatbot [data-testid=user]")
@@ -115,9 +119,11 @@ def test_pauses_end_turns_and_speech_over_a_reply_interrupts_it(page, app):
     third = bots.filter(has_text="folder").last
     expect(third).to_contain_text(re.compile(r"endpoint \d+ ms .*1st audio \d+ ms"), timeout=90_000)
     expect(users).to_have_count(3)
-    second = bots.filter(has_text="You said: The horizon").last
-    # cut short, never finished: the chat (reloaded from the store) says so
-    expect(second).to_contain_text("stopped before the answer was complete")
+    # cut short, never finished: the chat (reloaded from the store) says so; it shows what the
+    # page had played of it, which may end before "The horizon"
+    second = bots.filter(has_text="stopped before the answer was complete")
+    expect(second).to_have_count(1)
+    expect(second).not_to_contain_text("folder")
     store = Store(app.data_dir / "assistant.db")
     try:
         (conversation,) = store.conversations("local")
@@ -128,6 +134,18 @@ def test_pauses_end_turns_and_speech_over_a_reply_interrupts_it(page, app):
     assert turns[0].result.error is None and turns[0].result.timings.endpoint is not None
     assert "ask not" in turns[0].user_text.lower()
     assert turns[1].result.error and "stopped" in turns[1].result.error  # the barge-in
+    # what was heard is what is kept: the stopped reply is stored as far as the page played
+    # it (25 words were generated), and the third request's prompt carries just that
+    cut = turns[1].result.reply
+    assert 0 < len(cut.split()) < 25, cut
+    asked = [r["body"]["messages"] for r in sim_requests(engine)]
+    third = next(m for m in reversed(asked) if "folder" in m[-1]["content"].lower())
+    after_horizon = [
+        b["content"]
+        for a, b in itertools.pairwise(third)
+        if a["role"] == "user" and "horizon" in a["content"].lower() and b["role"] == "assistant"
+    ]
+    assert after_horizon == [cut + " [interrupted]"], (after_horizon, cut)
     assert turns[2].result.error is None and "folder" in turns[2].user_text.lower()
 
     call.click()  # the call ends: the microphone is released

@@ -77,6 +77,34 @@ async def test_history_is_append_only_and_bounded(sim_url, settings):
     assert all(m["role"] in ("system", "user", "assistant") for m in messages)
 
 
+async def test_a_stopped_reply_is_carried_as_heard_and_marked_interrupted(sim_url, settings):
+    """What was heard is what is kept: a reply the person stopped goes into the next prompt as
+    it was stored (cut to what was played, in a call), marked interrupted; a failed turn
+    does not."""
+    from assistant.records import STOPPED, TurnResult
+
+    s = sim_settings(settings, sim_url)
+    chat = _service(s, sim_engine(sim_url))
+    store = chat.chat.store
+    cid = store.new_conversation("ann")
+    cut = TurnResult("You said: tell me a", "chat", "stub", "interrupted", error=STOPPED,
+                     incomplete=True)  # fmt: skip
+    turn_id = store.add_turn(cid, "tell me a story", cut, source="voice")
+    store.cut_reply(turn_id, "You said: tell")  # the page played less than estimated
+    store.cut_reply(turn_id, "You said: tell me a story about")  # never lengthened
+    failed = TurnResult("", "chat", "stub", "error", error="the engine is unreachable")
+    store.add_turn(cid, "are you there", failed)
+    sim_reset(sim_url)
+    await chat.ask("go on", conversation_id=cid)
+    messages = sim_requests(sim_url)[0]["body"]["messages"]
+    said = [(m["role"], m["content"]) for m in messages if m["role"] != "system"]
+    assert said == [
+        ("user", "tell me a story"),
+        ("assistant", "You said: tell [interrupted]"),
+        ("user", "go on"),
+    ]
+
+
 async def test_budget_exhausted_on_chat_retries_once_without_thinking(sim_url, settings):
     s = sim_settings(settings, sim_url)
     s = replace(s, chat=replace(s.chat, thinking=True))

@@ -401,7 +401,7 @@ def test_the_live_voice_bench_times_each_heard_turn_from_the_last_word(stt, tmp_
     started: list = []
 
     class Turns:
-        async def stream(self, request, tts=None, keep_stopped=None, hold=None):
+        async def stream(self, request, tts=None, keep_stopped=None, hold=None, playback=None):
             started.append(request)
             if hold is not None:
                 await hold()

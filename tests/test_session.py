@@ -23,22 +23,32 @@ from tests.conftest import AUDIO
 class Turns:
     """A pipeline whose turns answer "Sure." with one audio chunk, slowly enough to stop."""
 
-    def __init__(self, words: int = 3, word_s: float = 0.05):
+    def __init__(self, words: int = 3, word_s: float = 0.05, audio_every: int = 0):
+        """`audio_every`: a second of audio after every that many words (else 0.1 s after
+        the first word only)."""
         self.started: list[str] = []
         self.sources: list[str] = []
         self.stored: list[tuple[str, str]] = []  # (text, "done" | "stopped")
-        self.words, self.word_s = words, word_s
+        self.replies: list[str] = []  # each stopped turn's reply as stored, then as cut
+        self.words, self.word_s, self.audio_every = words, word_s, audio_every
 
-    async def stream(self, request, tts=None, keep_stopped=None, hold=None):
+    async def stream(self, request, tts=None, keep_stopped=None, hold=None, playback=None):
         self.started.append(request.text)
         self.sources.append(request.source)
         done = False
+        reply, sentence = "", []
         try:
             yield TurnEvent("route", decision=RouteDecision("chat", "test"))
             for i in range(self.words):
                 await asyncio.sleep(self.word_s)
+                reply += f"word{i} "
+                sentence.append(f"word{i}")
                 yield TurnEvent("content", text=f"word{i} ")
-                if i == 0:
+                if self.audio_every and len(sentence) == self.audio_every:
+                    said, sentence = " ".join(sentence), []
+                    audio = AudioChunk(22050, np.zeros(22050, "<i2").tobytes(), said)
+                    yield TurnEvent("audio", text=said, audio=audio)
+                elif not self.audio_every and i == 0:
                     audio = AudioChunk(22050, np.zeros(2205, "<i2").tobytes(), "word0")
                     yield TurnEvent("audio", text="word0", audio=audio)
             if hold is not None:
@@ -49,6 +59,12 @@ class Turns:
         finally:
             if not done and (keep_stopped is None or keep_stopped()):
                 self.stored.append((request.text, "stopped"))
+                if playback is not None:
+                    self.replies.append(playback.heard(reply))
+                    playback.turn_id = len(self.stored)
+
+    def cut_heard(self, playback, reply):
+        self.replies.append(reply)
 
 
 class Page:
@@ -383,6 +399,62 @@ def test_push_to_talk_during_a_call_is_a_turn_of_the_call_and_the_page_plays_not
     assert history[-1] == {"role": "user", "content": "🎤 what time is it"}
     assert all(o[1] is not None and not isinstance(o[1], bytes) for o in outs)  # page: no audio
     assert recorder is None  # the recorder is cleared for the next turn
+
+
+def test_a_reply_stopped_while_it_plays_is_kept_as_what_the_page_played():
+    """What was heard is what is kept: a barge-in stores the reply cut to the audio played so
+    far (by the time since its first audio), and the page's report then cuts it to what it
+    really played; a report for a reply that played out turns the echo guard off at once."""
+    from assistant.turns.playback import Played
+
+    async def run():
+        # four sentences of five words, a second of audio each, sent as they are generated
+        turns, page = Turns(words=20, word_s=0.02, audio_every=5), Page()
+        s = session(turns, page)
+        s.listener = Echo()
+        await s.hear(heard("final", text="tell me a story"))
+        while len(page.audio) < 4:
+            await asyncio.sleep(0.02)
+        await asyncio.sleep(1.5)  # the first sentence has played out, the second is playing
+        await s.hear(heard("speech", n=2))  # the person speaks over it: barge-in
+        stored = list(turns.replies)
+        await s.played(Played(1, 1500.0, interrupted=True))  # the page: 1.5 s played
+        await s.played(Played(99, 10.0, interrupted=True))  # no such reply: nothing happens
+        return turns, stored
+
+    turns, stored = asyncio.run(run())
+    assert turns.stored == [("tell me a story", "stopped")]
+    # stored at the barge-in: the first sentence and some of the second, never all 20 words
+    (at_barge,) = stored
+    assert at_barge.startswith("word0 word1 word2 word3 word4 word5")
+    assert "word19" not in at_barge and len(at_barge.split()) < 12
+    # then exactly what the page played: 1.5 s is the first sentence and half the second
+    assert turns.replies[-1] == "word0 word1 word2 word3 word4 word5 word6"
+
+    async def played_out():
+        turns, page = Turns(words=5, word_s=0.01, audio_every=5), Page()
+        s = session(turns, page)
+        s.listener = Echo()
+        await s.hear(heard("final", text="hi"))
+        while not page.audio:
+            await asyncio.sleep(0.01)
+        guarded = s.listener.text is not None
+        await s.played(Played(1, 1000.0, interrupted=False))  # all of it played
+        await asyncio.sleep(0.05)
+        return guarded, s.listener.text
+
+    guarded, after = asyncio.run(played_out())
+    assert guarded and after is None  # off at the report, not a second and more later
+
+
+class Echo:
+    """A listener that keeps what the echo guard is told."""
+
+    text: str | None = None
+    said = 0
+
+    def playing(self, text):
+        self.text = text
 
 
 def test_jfk_through_a_stalled_event_loop_is_the_same_one_turn():

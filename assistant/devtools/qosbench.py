@@ -225,13 +225,14 @@ def bench_qos(settings: Settings, rounds: int | None) -> dict:
         engine_url=None,
         deep=replace(settings.deep, max_tokens=8192),
     )
-    # six jobs, run one at a time on the deep lane's one slot: a base model's essay can end in
-    # seconds, and the deep lane must stay busy while chat is measured
+    # twelve jobs, run one at a time on the deep lane's one slot: a base model's essay can end
+    # in seconds (2.5 s each on a process of its own), and the deep lane must stay busy while
+    # chat is measured (six were done before half the samples)
     layout = (
         f"a process per lane, {embedded.embedded_threads} thread(s) each"
         if embedded.embedded_per_lane
         else f"one process both lanes share (1 slot: chat preempts deep), "
         f"{embedded.embedded_threads} thread(s)"
     )
-    out["embedded_llamacpp"] = _qos_on(embedded, f"embedded llama.cpp, {layout}", rounds, 0.3, 6)
+    out["embedded_llamacpp"] = _qos_on(embedded, f"embedded llama.cpp, {layout}", rounds, 0.3, 12)
     return out

@@ -14,9 +14,8 @@ Silero VAD frame by frame (32 ms) and queues what happened (`Heard`):
                 `fallback_ms`), with the transcript and the timings
     ignored     an utterance dropped: too short, no words, or the reply's own echo
 
-Never starving: `feed` never awaits Whisper or the turn-end model, so the socket keeps
-reading audio while they run (transcriptions: `speech.transcribing`); VAD runs off the event
-loop too, on a thread of its own (`speech.vad.probs_off_loop`)."""
+Never starving: `feed` never awaits Whisper or the turn-end model. VAD stays on the loop (0.5 ms
+a chunk), so a backlog is heard whole before a verdict lands (in a thread, calls lost words)."""
 
 from __future__ import annotations
 
@@ -32,7 +31,7 @@ from assistant.speech.hearing import Heard, HeardKind, ListenConfig
 from assistant.speech.stages import SpeechToText, TurnEndModel
 from assistant.speech.transcribing import Job, Transcribing
 from assistant.speech.turn_end import run_turn_end
-from assistant.speech.vad import StreamingVad, probs_off_loop
+from assistant.speech.vad import StreamingVad
 
 __all__ = ["Heard", "HeardKind", "ListenConfig", "Listener", "StreamingVad", "is_echo"]
 
@@ -133,11 +132,10 @@ class Listener(Transcribing):
         if n:
             frames = self._pending[: n * FRAME].reshape(n, FRAME)
             self._pending = self._pending[n * FRAME :]
-            left = len(self._pending)
-            probs = await probs_off_loop(self.vad, frames)
+            probs = self.vad.probs(frames)  # on the loop: see "Never starving" above
             for i, (frame, p) in enumerate(zip(frames, probs, strict=True)):
                 # when (wall clock) this frame ended: the chunk's arrival less what followed it
-                behind_ms = ((n - 1 - i) * FRAME + left) * 1000 / RATE
+                behind_ms = ((n - 1 - i) * FRAME + len(self._pending)) * 1000 / RATE
                 self._frame(frame, float(p) >= self.config.threshold, received - behind_ms)
         return self.take() if take else []
 

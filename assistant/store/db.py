@@ -143,6 +143,15 @@ class Store(JobRows):
                 "UPDATE turns SET reply=?, reasoning=? WHERE id=?", (reply, reasoning, turn_id)
             )
 
+    def cut_reply(self, turn_id: int, reply: str) -> None:
+        """A stopped turn's reply cut to what the person heard (the page reported playback):
+        only ever shortened, so a late or repeated report cannot put unheard words back."""
+        with self.tx() as db:
+            db.execute(
+                "UPDATE turns SET reply=? WHERE id=? AND incomplete=1 AND length(reply)>?",
+                (reply, turn_id, len(reply)),
+            )
+
     def add_turn(
         self,
         conversation_id: str,

@@ -16,7 +16,15 @@ from assistant.engine.generation import YIELDED, Generation
 from assistant.engine.lanes import LaneScheduler
 from assistant.engine.transcript import resumed
 from assistant.errors import AssistantError, BadInput, BudgetExhausted
-from assistant.records import Message, Reply, RouteDecision, TurnEvent, TurnResult, now_ms
+from assistant.records import (
+    STOPPED,
+    Message,
+    Reply,
+    RouteDecision,
+    TurnEvent,
+    TurnResult,
+    now_ms,
+)
 from assistant.routing.batch import RouteBatcher
 from assistant.routing.conversation import Conversation, find_offer
 from assistant.settings import LaneConfig, Settings
@@ -84,7 +92,7 @@ class ChatService:
         if not conversation_id:
             return []
         return [
-            (u, r.reply) for u, r in self.store.turns(conversation_id) if r.reply and not r.error
+            (u, _as_heard(r)) for u, r in self.store.turns(conversation_id) if _in_history(r)
         ]
 
     def conversation(
@@ -376,3 +384,17 @@ def raise_for(result: TurnResult) -> None:
     """CLI semantics: an exhausted budget is exit code 3."""
     if result.exhausted:
         raise BudgetExhausted(result.error or EXHAUSTED_MESSAGE)
+
+
+INTERRUPTED_MARK = " [interrupted]"
+"""After a reply the person stopped: the model reads that it was cut, and where."""
+
+
+def _in_history(result: TurnResult) -> bool:
+    """A turn the next prompt carries: answered, or stopped by the person after some of its
+    reply was heard (kept as heard); a failed one is not."""
+    return bool(result.reply) and (not result.error or result.error == STOPPED)
+
+
+def _as_heard(result: TurnResult) -> str:
+    return result.reply + INTERRUPTED_MARK if result.error == STOPPED else result.reply

@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 
 from assistant.errors import AssistantError
-from assistant.records import INTERRUPTED, RouteDecision, TurnEvent, TurnResult
+from assistant.records import INTERRUPTED, STOPPED, RouteDecision, TurnEvent, TurnResult
 from assistant.settings import Settings
 from assistant.speech.audio import AudioSource
 from assistant.speech.stages import SpeechToText, TextToSpeech
@@ -57,7 +57,18 @@ class TurnRequest:
     """Stages measured before the turn began, e.g. a hands-free turn's `endpoint` and `stt`."""
 
 
-STOPPED = "stopped before the answer was complete"
+
+
+@dataclass
+class Playback:
+    """A spoken reply's playback, for a turn stopped while it played (a call's barge-in): what
+    is stored, and what the next prompt carries, is what the person heard, not all that was
+    generated (LiveKit keeps the transcript synchronised to playback the same way)."""
+
+    heard: Callable[[str], str]
+    """The generated reply -> the part of it that had been played."""
+    turn_id: int | None = None
+    """The stored turn, once stored stopped (a later, exact playback report cuts it again)."""
 
 
 class Pipeline:
@@ -84,6 +95,7 @@ class Pipeline:
         tts: TextToSpeech | None = None,
         keep_stopped: Callable[[], bool] | None = None,
         hold: Callable[[], Awaitable[object]] | None = None,
+        playback: Playback | None = None,
     ) -> AsyncIterator[TurnEvent]:
         """The turn's events; the last is "done" with the stored, reported result.
         `keep_stopped`: whether a turn stopped before its end is stored (a hands-free reply
@@ -126,7 +138,17 @@ class Pipeline:
                 # a call's committed turn stopped before it was routed: what was said stays
                 partial.decision = RouteDecision("chat", "stopped before it was routed")
             if not rec.finished and partial.decision is not None and keep:
-                self._finish(rec, request, heard[0], partial.stopped(failure or STOPPED))
+                stopped = partial.stopped(failure or STOPPED)
+                if playback is not None:
+                    stopped.reply = playback.heard(stopped.reply)
+                self._finish(rec, request, heard[0], stopped)
+                if playback is not None:
+                    playback.turn_id = stopped.turn_id
+
+    def cut_heard(self, playback: Playback, reply: str) -> None:
+        """A stored stopped turn's reply cut to `reply` (what the page says it played)."""
+        if playback.turn_id and self.log_to is not None:
+            self.log_to.cut_reply(playback.turn_id, reply)
 
     def _finish(self, rec: Recorder, request: TurnRequest, text: str, result: TurnResult) -> None:
         # stages a caller measured while the turn ran (a hands-free turn prepared before its

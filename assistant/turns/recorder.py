@@ -25,6 +25,8 @@ class TurnLog(Protocol):
 
     def save_partial(self, turn_id: int, reply: str, reasoning: str) -> None: ...
 
+    def cut_reply(self, turn_id: int, reply: str) -> None: ...
+
     def add_turn(
         self,
         conversation_id: str,

@@ -30,13 +30,14 @@ import contextlib
 import logging
 import struct
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 from assistant.records import TurnEvent, TurnResult, now_ms
 from assistant.speech.listener import Heard, Listener
-from assistant.turns.pipeline import Pipeline, TurnRequest
+from assistant.turns.pipeline import Pipeline, Playback, TurnRequest
+from assistant.turns.playback import Played, heard_part
 from assistant.turns.stream import cancel_all
+from assistant.turns.voice_turn import VoiceTurn
 
 log = logging.getLogger(__name__)
 
@@ -44,27 +45,6 @@ SendJson = Callable[[dict[str, Any]], Awaitable[None]]
 SendBytes = Callable[[bytes], Awaitable[None]]
 PLAYBACK_SLACK_MS = 300.0
 """After the last audio is due to end on the page, the echo guard stays on this long."""
-
-
-@dataclass
-class VoiceTurn:
-    """One turn the session started: held until committed, then sent."""
-
-    utterance: int
-    text: str
-    heard: Heard | None
-    """What the listener heard; None for a typed turn or a notice."""
-    committed: asyncio.Event = field(default_factory=asyncio.Event)
-    task: asyncio.Task[None] | None = None
-    discard: bool = False
-    """Cancelled before it was committed: the person went on; it is not stored."""
-    reply: str = ""
-    audio_ms: float = 0.0
-    """Audio sent to the page so far (its duration)."""
-    first_audio_at: float | None = None
-    request: TurnRequest | None = None
-    source: str = "voice"
-    """"voice", "typed" (typed on the page during the call) or "notice" (a job's notice)."""
 
 
 class VoiceSession:
@@ -97,6 +77,8 @@ class VoiceSession:
         self.turn: VoiceTurn | None = None
         self.state = "listening"
         self._playing_until = 0.0
+        self._recent: dict[int, VoiceTurn] = {}
+        """The last turns that spoke: the page may report playback after one ended (a barge-in)."""
         self._echo_task: asyncio.Task[None] | None = None
         self._hearing = asyncio.Lock()
         """What was heard is handled in order, one at a time (the socket's reader and the
@@ -271,11 +253,13 @@ class VoiceSession:
                 heard_ms={},
             )
             turn.request = request
+            turn.voiced = tts is not None
+            turn.playback = Playback(turn.heard_of)
             if turn.committed.is_set():
                 self._stamp(turn, request)
             stream = self.pipeline.stream(
                 request, tts=tts, keep_stopped=lambda: not turn.discard,
-                hold=lambda: self._said(turn),
+                hold=lambda: self._said(turn), playback=turn.playback,
             )  # fmt: skip
             async with contextlib.aclosing(stream) as events:
                 async for event in events:
@@ -381,7 +365,12 @@ class VoiceSession:
             rate = chunk.sample_rate
             # one binary frame: the sample rate (uint32, little-endian), then int16 PCM
             await self.send_bytes(struct.pack("<I", rate) + bytes(chunk.samples))
-            turn.audio_ms += len(chunk.samples) / 2 / rate * 1000
+            ms = len(chunk.samples) / 2 / rate * 1000
+            turn.audio_ms += ms
+            turn.spoken.append((chunk.text, ms))
+            self._recent[turn.utterance] = turn
+            while len(self._recent) > 8:
+                del self._recent[next(iter(self._recent))]
             # the echo guard: what is being said, until its audio has played out
             self.listener.playing(turn.reply or chunk.text)
             self._playing_until = turn.first_audio_at + turn.audio_ms + PLAYBACK_SLACK_MS
@@ -390,6 +379,22 @@ class VoiceSession:
             await self.send_json(
                 {"kind": "reply", "utterance": turn.utterance, "text": f"⚠️ {event.text}"}
             )
+
+    async def played(self, report: Played) -> None:
+        """The page's playback report for one utterance's reply (see `turns.playback`)."""
+        turn = self._recent.get(report.utterance)
+        if turn is None:
+            return
+        turn.played_ms = report.played_ms
+        if report.interrupted:
+            playback = turn.playback
+            if playback is not None and playback.turn_id and turn.request is not None:
+                heard = heard_part(turn.reply, turn.spoken, report.played_ms)
+                await asyncio.to_thread(self.pipeline.cut_heard, playback, heard)
+        elif turn is self.turn and report.played_ms >= turn.audio_ms - 50:
+            # all it was sent has played: the echo guard is off now, not at an estimate
+            self._playing_until = min(self._playing_until, now_ms())
+            self._arm_echo_off()
 
     def _arm_echo_off(self) -> None:
         if self._echo_task is not None:

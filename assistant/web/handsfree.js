@@ -2,6 +2,8 @@
 // audio, decides when the person finished, runs the turn and sends its reply audio back on
 // the same socket (see listen_route.py and turns/session.py). This script only shows the
 // session's state and plays what it sends: it starts no turn and reads nothing off the page.
+// It tells the session how much of each reply it played ({played, ms, interrupted}), when the
+// audio ran out and when a barge-in stopped it: what the person heard is what is kept.
 // Ending the call, or closing the tab, releases the microphone.
 (() => {
   const WORKLET = `
@@ -33,7 +35,7 @@
     off: 'Start a call', connecting: 'Connecting…', listening: 'Listening',
     hearing: 'Hearing you', thinking: 'Thinking', speaking: 'Speaking',
   };
-  let live = null;  // {ctx, stream, ws, node, playAt, sources}
+  let live = null;  // {ctx, stream, ws, node, playAt, sources, utt, heard}
 
   const $ = (sel) => document.querySelector(sel);
 
@@ -79,15 +81,34 @@
     const at = Math.max(live.ctx.currentTime + 0.02, live.playAt);
     src.start(at);
     live.playAt = at + audio.duration;
-    live.sources.add(src);
-    src.onended = () => live && live.sources.delete(src);
+    const entry = { at, dur: audio.duration, utt: live.utt };
+    live.sources.set(src, entry);
+    src.onended = () => {
+      if (!live || !live.sources.has(src)) return;  // stopped by silence(), which reported it
+      live.sources.delete(src);
+      live.heard[entry.utt] = (live.heard[entry.utt] || 0) + entry.dur * 1000;
+      const more = [...live.sources.values()].some((e) => e.utt === entry.utt);
+      if (!more) report(entry.utt, false);  // all it was sent has played
+    };
+  }
+
+  function report(utt, interrupted) {
+    if (!live || utt === null || live.ws.readyState !== 1) return;
+    live.ws.send(JSON.stringify({ played: utt, ms: Math.round(live.heard[utt] || 0), interrupted }));
   }
 
   function silence() {
     if (!live) return;
-    live.sources.forEach((s) => { try { s.stop(); } catch (e) { /* already ended */ } });
+    const now = live.ctx.currentTime, cut = new Set();
+    live.sources.forEach((e, s) => {
+      // what of this sentence had played when it was stopped (none, if it was still queued)
+      live.heard[e.utt] = (live.heard[e.utt] || 0) + Math.min(e.dur, Math.max(0, now - e.at)) * 1000;
+      cut.add(e.utt);
+      try { s.stop(); } catch (err) { /* already ended */ }
+    });
     live.sources.clear();
     live.playAt = 0;
+    cut.forEach((utt) => report(utt, true));
   }
 
   function onMessage(e) {
@@ -97,7 +118,7 @@
     else if (m.kind === 'speech') { silence(); show('🎤 …'); }
     else if (m.kind === 'partial') show(`🎤 ${m.text} …`);
     else if (m.kind === 'turn') show(`🎤 ${m.text}`);
-    else if (m.kind === 'reply') show(`🔊 ${m.text}`);
+    else if (m.kind === 'reply') { live.utt = m.utterance; show(`🔊 ${m.text}`); }
     else if (m.kind === 'barge') silence();
     else if (m.kind === 'done') refreshChat();
     // noise and echo pass quietly; a speech server's failure is said
@@ -127,7 +148,7 @@
     ws.onmessage = onMessage;
     ws.onopen = () => setState('listening');  // the session speaks only when it has news
     ws.onclose = () => { if (live && live.ws === ws) stop(); };
-    live = { ctx, stream, ws, node, playAt: 0, sources: new Set() };
+    live = { ctx, stream, ws, node, playAt: 0, sources: new Map(), utt: null, heard: {} };
     show('Listening…');
   }
 

@@ -6,7 +6,9 @@ a second per listener), which costs the app CPU per chunk and cannot push "speec
 back to the page the moment it happens (barge-in). Here the page's AudioWorklet sends raw
 16 kHz PCM frames, and each call is a `VoiceSession` (`assistant.turns.session`) that runs
 its own turns and answers with small JSON messages and the reply's audio (the session's
-docstring lists them). The page sends {"stop": true} for its Stop button. Closing the socket
+docstring lists them). The page sends {"stop": true} for its Stop button, and
+{"played": utterance, "ms": n, "interrupted": bool} when a reply's audio stops playing (it ran
+out, or a barge-in stopped it: `turns.playback`). Closing the socket
 (the call ended, the tab closed) drops the session, its listener and its audio.
 
 Calls are bounded (issue 19, `assistant.turns.calls`): a few open at once per login and in
@@ -36,6 +38,7 @@ from assistant.records import RouteDecision, now_ms
 from assistant.settings import Settings
 from assistant.speech.audio import SAMPLE_RATE
 from assistant.speech.models import SpeechModels
+from assistant.turns.playback import Played
 
 if TYPE_CHECKING:
     from assistant.runtime import Runtime
@@ -273,6 +276,8 @@ def add_listen_route(app: Any, rt: Runtime, speech: SpeechModels) -> None:
                     await session.feed(*item)
                 elif item.get("stop"):
                     await session.barge_in()  # the page's Stop
+                elif "played" in item and (report := Played.parse(item)) is not None:
+                    await session.played(report)  # what of a reply the person heard
         except (WebSocketDisconnect, RuntimeError):
             pass  # the page went while the session was telling it something
         finally:

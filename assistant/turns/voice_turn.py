@@ -1,0 +1,52 @@
+"""One turn of a call, as its session keeps it: held until committed, then sent, and what of
+its reply the person heard."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+
+from assistant.records import now_ms
+from assistant.speech.hearing import Heard
+from assistant.turns.pipeline import Playback, TurnRequest
+from assistant.turns.playback import heard_part
+
+
+@dataclass
+class VoiceTurn:
+    """One turn the session started: held until committed, then sent."""
+
+    utterance: int
+    text: str
+    heard: Heard | None
+    """What the listener heard; None for a typed turn or a notice."""
+    committed: asyncio.Event = field(default_factory=asyncio.Event)
+    task: asyncio.Task[None] | None = None
+    discard: bool = False
+    """Cancelled before it was committed: the person went on; it is not stored."""
+    reply: str = ""
+    audio_ms: float = 0.0
+    """Audio sent to the page so far (its duration)."""
+    first_audio_at: float | None = None
+    request: TurnRequest | None = None
+    source: str = "voice"
+    """"voice", "typed" (typed on the page during the call) or "notice" (a job's notice)."""
+    spoken: list[tuple[str, float]] = field(default_factory=list)
+    """The reply's sentences as sent to be played: (text, audio ms), in order."""
+    voiced: bool = False
+    """Its reply is spoken (a voice was set): what is kept is what was heard."""
+    played_ms: float | None = None
+    """How much of its audio the page says it played (None: no report yet)."""
+    playback: Playback | None = None
+
+    def heard_of(self, reply: str) -> str:
+        """What of `reply` the person heard, as the turn is stored stopped: by the page's
+        report if it came, else by the time since its first audio (the page's report, which
+        follows a barge-in, then cuts it to what it really played)."""
+        if not self.voiced:
+            return reply  # no voice: the reply was read, not heard
+        played = self.played_ms
+        if played is None:
+            started = self.first_audio_at
+            played = 0.0 if started is None else max(0.0, now_ms() - started)
+        return heard_part(reply, self.spoken, played)
