@@ -95,7 +95,7 @@ def score_conversations(router: Router, cases: Sequence[dict], *, read: bool = T
     pred = np.array([d.lane == "deep" for d in decisions])
     deep = np.array([c["lane"] == "deep" for c in cases])
     misses = [
-        {"text": c["text"], "lane": c["lane"], "reason": d.reason, "rule": c["rule"]}
+        {"text": c["text"], "lane": c["lane"], "reason": d.reason, "rule": kind_of(c)}
         for c, d, p, y in zip(cases, decisions, pred, deep, strict=True)
         if p != y
     ]
@@ -106,6 +106,22 @@ def score_conversations(router: Router, cases: Sequence[dict], *, read: bool = T
         by_cue=sum(d.reason.startswith("cue") for d in decisions),
         misses=misses,
     )
+
+
+def kind_of(case: dict) -> str:
+    """A case's group: "rule" in the project's set, "kind" in the blind sets."""
+    return str(case.get("rule") or case.get("kind") or "")
+
+
+def by_kind(router: Router, cases: Sequence[dict]) -> dict[str, tuple[int, int]]:
+    """{kind: (right, cases)} of the full decision with each case's conversation."""
+    out: dict[str, list[int]] = {}
+    for c in cases:
+        d = router.decide(c["text"], conversation=conversation_of(c))
+        tally = out.setdefault(kind_of(c), [0, 0])
+        tally[0] += d.lane == c["lane"]
+        tally[1] += 1
+    return {k: (v[0], v[1]) for k, v in sorted(out.items())}
 
 
 def held_out_router(router: Router) -> Router:
@@ -144,6 +160,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--spoken", type=Path, default=SPOKEN_DEV)
     ap.add_argument("--eval", type=Path, default=SPOKEN_EVAL)
     ap.add_argument("--conversations", type=Path, default=CONVERSATIONS)
+    ap.add_argument(
+        "--blind",
+        type=Path,
+        action="append",
+        default=[],
+        help="a conversation set written by someone else (kind, turns, job, text, lane); "
+        "scored alone, with its figures per kind",
+    )
     ap.add_argument("--errors", action="store_true", help="list the misrouted requests")
     ap.add_argument("--json", action="store_true", help="one JSON object on stdout")
     args = ap.parse_args(argv)
@@ -152,6 +176,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: no dev set at {path}", file=sys.stderr)
             return 1
 
+    if args.blind:
+        return score_blind(args.blind, errors=args.errors, as_json=args.json)
     results = evaluate(args.typed, args.spoken, args.eval)
     cases = load_conversations(args.conversations)
     shipped = Router.load()
@@ -169,6 +195,55 @@ def main(argv: list[str] | None = None) -> int:
             )
             for m in s.misses if args.errors else ():
                 print(f"    should be {m['lane']} ({m['reason']}): {m['text']}")
+    return 0
+
+
+def decision_ms(router: Router, cases: Sequence[dict]) -> dict[str, float]:
+    """Decision time (ms, p50 and p95) on each case's last message, no engine call:
+    - cold: nothing of the conversation embedded before (a client's history seen first);
+    - in a conversation: its earlier request was routed first, as the app routes every turn,
+      so only the new message and the reply before it are embedded."""
+    cold, warm = [], []
+    for c in cases:
+        conv = conversation_of(c)
+        router._cache.clear()
+        cold.append(router.decide(c["text"], conversation=conv).ms)
+        router._cache.clear()
+        users = [i for i, (r, _) in enumerate(conv.turns) if r == "user"]
+        if users:
+            i = users[-1]
+            before = Conversation(turns=conv.turns[:i], job=conv.job)
+            router.decide(conv.turns[i][1], conversation=before)
+        warm.append(router.decide(c["text"], conversation=conv).ms)
+    pct = lambda xs, q: float(np.percentile(xs, q))  # noqa: E731
+    return {
+        "cold p50": pct(cold, 50),
+        "cold p95": pct(cold, 95),
+        "in a conversation p50": pct(warm, 50),
+        "in a conversation p95": pct(warm, 95),
+    }
+
+
+def score_blind(paths: Sequence[Path], *, errors: bool = False, as_json: bool = False) -> int:
+    """Accuracy, deep recall and n of the shipped router on each blind set, and per kind."""
+    router = Router.load().warm()
+    out = {}
+    for path in paths:
+        cases = load_conversations(path)
+        s = score_conversations(router, cases)
+        kinds = by_kind(router, cases)
+        ms = decision_ms(router, cases)
+        out[str(path)] = {"score": asdict(s), "by_kind": kinds, "ms": ms}
+        if as_json:
+            continue
+        print(f"{path}: n={s.n} accuracy {s.accuracy:.3f} deep recall {s.deep_recall:.3f}")
+        print("    decision ms: " + ", ".join(f"{k} {v:.1f}" for k, v in ms.items()))
+        for kind, (right, n) in kinds.items():
+            print(f"    {right:>3}/{n:<3} {kind}")
+        for m in s.misses if errors else ():
+            print(f"    should be {m['lane']} ({m['reason']}) [{m['rule']}]: {m['text']}")
+    if as_json:
+        print(json.dumps(out))
     return 0
 
 

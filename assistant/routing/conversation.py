@@ -367,6 +367,11 @@ def read(text: str, conversation: Conversation | None) -> Reading | None:
     return None
 
 
+def handed_off(reply: str) -> bool:
+    """Whether a reply is a hand-off notice (the work is the job's, not in the chat)."""
+    return bool(_HANDED_OFF.search((reply or "")[-_TAIL:]))
+
+
 def follow_up_task(earlier_task: str, text: str) -> str:
     """A follow-up's job text: self-contained, the earlier request first."""
     return f"{earlier_task.strip()}\n\nNow, as a follow-up to that: {text.strip()}"

@@ -31,7 +31,9 @@ _DTYPES = {"F32": np.float32, "F16": np.float16, "I64": np.int64}
 class Encoder(Protocol):
     """Turns texts into unit-length vectors, one row per text."""
 
-    def encode(self, texts: Sequence[str], *, max_tokens: int = ...) -> np.ndarray: ...
+    def encode(
+        self, texts: Sequence[str], *, max_tokens: int | Sequence[int] = ...
+    ) -> np.ndarray: ...
 
 
 def default_model_dir() -> Path:
@@ -112,11 +114,18 @@ class MiniLM:
         return _load(model_dir or default_model_dir())
 
     def encode(
-        self, texts: Sequence[str], *, batch_size: int = 32, max_tokens: int = MAX_TOKENS
+        self,
+        texts: Sequence[str],
+        *,
+        batch_size: int = 32,
+        max_tokens: int | Sequence[int] = MAX_TOKENS,
     ) -> np.ndarray:
-        """Unit-length embeddings, one row per text (an empty text is [CLS][SEP] only)."""
+        """Unit-length embeddings, one row per text (an empty text is [CLS][SEP] only);
+        `max_tokens` is one cap for all or one per text."""
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
-        ids = [clip_ids(e.ids, max_tokens) for e in self.tokenizer.encode_batch(list(texts))]
+        caps = [max_tokens] * len(texts) if isinstance(max_tokens, int) else list(max_tokens)
+        encoded = self.tokenizer.encode_batch(list(texts))
+        ids = [clip_ids(e.ids, cap) for e, cap in zip(encoded, caps, strict=True)]
         # Similar lengths together: less padding, less wasted compute.
         order = sorted(range(len(texts)), key=lambda i: len(ids[i]))
         for start in range(0, len(order), batch_size):

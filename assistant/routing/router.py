@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 import time
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -25,7 +27,14 @@ from pathlib import Path
 import numpy as np
 
 from assistant.records import Lane, RouteDecision
-from assistant.routing.conversation import Conversation, Reading, follow_up_task, read
+from assistant.routing.context import ContextHead, Parts, Row, parts, row
+from assistant.routing.conversation import (
+    Conversation,
+    Reading,
+    follow_up_task,
+    handed_off,
+    read,
+)
 from assistant.routing.embedder import Encoder, MiniLM
 from assistant.routing.spoken import FILLERS, OPENERS, normalise, strip_fillers
 
@@ -172,12 +181,48 @@ def load_examples(path: Path | None = None) -> tuple[list[str], np.ndarray]:
 # --- the router --------------------------------------------------------------------------
 
 
-class Router:
-    """Decides the lane of one request: explicit cue first, then the classifier."""
+_RESHAPE = "asks for the last answer in"
+"""The one conversation reading kept as a rule: the answer just given, in another shape."""
+_CACHED = 512
+"""Embeddings kept: a conversation's earlier requests and replies were embedded when they
+were routed, so a turn usually embeds only its own message and the reply before it."""
 
-    def __init__(self, encoder: Encoder, head: Head) -> None:
+
+class Router:
+    """Decides the lane of one request: explicit cue first, then the conversation's
+    classifier (`routing.context`) when turns came before it, else the message's."""
+
+    def __init__(self, encoder: Encoder, head: Head, context: ContextHead | None = None) -> None:
         self.encoder = encoder
         self.head = head
+        self.context = context
+        self._cache: OrderedDict[tuple[str, int], np.ndarray] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def vectors(self, texts: Sequence[str], caps: Sequence[int]) -> np.ndarray:
+        """Embeddings of already routed texts (see `routed_text`), each read to its token
+        cap, from the cache where they are; one encoder pass for the rest. Empty: zeros."""
+        out = np.zeros((len(texts), 384), dtype=np.float32)
+        missing: list[int] = []
+        with self._lock:
+            for i, key in enumerate(zip(texts, caps, strict=True)):
+                hit = self._cache.get(key)
+                if hit is not None:
+                    self._cache.move_to_end(key)
+                    out[i] = hit
+                elif key[0]:
+                    missing.append(i)
+        if missing:
+            got = self.encoder.encode(
+                [texts[i] for i in missing], max_tokens=[caps[i] for i in missing]
+            )
+            with self._lock:
+                for i, row in zip(missing, got, strict=True):
+                    out[i] = row
+                    self._cache[(texts[i], caps[i])] = row
+                while len(self._cache) > _CACHED:
+                    self._cache.popitem(last=False)
+        return out
 
     @classmethod
     def load(cls, head_path: Path | None = None, model_dir: Path | None = None) -> Router:
@@ -224,12 +269,25 @@ class Router:
         """P(deep) per text, the classifier alone (no cues)."""
         return self.head.p_deep(embed(self.encoder, texts))
 
+    def _p_single(self, text: str) -> float:
+        """P(deep) of one text by the single-message head, embedded through the cache."""
+        return float(self.head.p_deep(self.vectors([routed_text(text)], [ROUTE_TOKENS]))[0])
+
+    def context_row(self, p: Parts) -> Row:
+        """What the conversation classifier reads of `p` (see `routing.context`)."""
+        texts = p.texts()
+        vecs = self.vectors([routed_text(t) for t, _ in texts], [c for _, c in texts])
+        logits = vecs @ self.head.weights + self.head.bias
+        return row(vecs, logits, p)
+
     def _decide(
         self, text: str, explicit: bool, conversation: Conversation | None, depth: int = 0
     ) -> tuple[Lane, str, str]:
         found = self._explicit(text, explicit)
         if found is not None:
             return found
+        if self.context is not None and conversation is not None and conversation.turns:
+            return self._in_context(text, conversation)
         reading = read(text, conversation) if depth <= _EARLIER_READ else None
         if reading is not None:
             return self._by_reading(reading, text, conversation, depth)  # type: ignore[arg-type]
@@ -254,6 +312,54 @@ class Router:
         lane, why, _ = self._classified(float(self.classify([reading.ask])[0]), reading.ask)
         return lane, f"{reading.reason} ({why})", reading.task if lane == "deep" else text
 
+    def _in_context(self, text: str, conversation: Conversation) -> tuple[Lane, str, str]:
+        """The conversation classifier's decision; the rules' reading names what it saw and
+        gives the job its text. One rule stays a rule: a follow-up ("the same for Berlin",
+        "make it shorter") to a request whose lane is stored goes that lane."""
+        p = parts(text, conversation)
+        reading = p.reading
+        if reading is not None and reading.inherit and conversation.last_lane is not None:
+            return self._by_reading(reading, text, conversation)
+        if (
+            reading is not None
+            and reading.reason.startswith(_RESHAPE)
+            and not handed_off(conversation.last("assistant"))
+        ):  # "and in one line?" after the answer itself: the chat lane has it in its history
+            return "chat", reading.reason, text
+        p_deep, act = self.context.decide(self.context_row(p))  # type: ignore[union-attr]
+        lane: Lane = "deep" if p_deep >= 0.5 else "chat"
+        score = f"conversation {max(p_deep, 1 - p_deep):.2f}"
+        said = (reading.lane or lane) if reading is not None else None
+        if reading is not None and said == lane:
+            why = f"{reading.reason} ({score})"
+        else:
+            why = f"{act} ({score})"
+        if lane == "chat":
+            return lane, why, text
+        return lane, why, self._context_task(text, conversation, reading)
+
+    def _context_task(self, text: str, conversation: Conversation, reading: Reading | None) -> str:
+        """What a deep job is asked, self-contained: the accepted offer, the earlier request
+        with its follow-up, or the message itself when it stands alone."""
+        if reading is not None and reading.task and reading.lane is None and not reading.inherit:
+            return reading.task  # an accepted offer, with what the person had asked
+        earlier = [t for r, t in reversed(conversation.turns) if r == "user"]
+        alone = self._p_single(text) >= 0.5 if len(text.split()) >= 4 else False
+        if alone or not earlier:
+            return text
+        offer = conversation.standing_offer()
+        if offer:
+            task = f"{offer[0].upper() + offer[1:]} ({text})"
+            return f"{task}.\n\nWhat the person had asked: {earlier[0]}"
+        if reading is not None and reading.inherit:
+            return follow_up_task(conversation.last_task or reading.ask, text)
+        # the earlier request this answers or follows: the hardest of the last two
+        asked = earlier[:2]
+        task = max(asked, key=self._p_single)
+        last = conversation.turns[-1]
+        said = f"\n\nThe assistant then said: {last[1].strip()}" if last[0] == "assistant" else ""
+        return f"{task.strip()}{said}\n\nThe person replied: {text.strip()}"
+
     @staticmethod
     def _explicit(text: str, explicit: bool) -> tuple[Lane, str, str] | None:
         """The decision when no classifier is needed (step 1, or nothing to classify)."""
@@ -274,4 +380,4 @@ class Router:
 
 @lru_cache(maxsize=4)
 def _load(head_path: Path | None, model_dir: Path | None) -> Router:
-    return Router(MiniLM.load(model_dir), Head.load(head_path))
+    return Router(MiniLM.load(model_dir), Head.load(head_path), ContextHead.load())
