@@ -87,3 +87,25 @@ async def test_no_job_no_note_and_never_another_logins(sim_url, settings):
     await turns.run(TurnRequest(text="is it done?", owner="ann", conversation_id=theirs))
     sent = " ".join(m["content"] for m in _last_request(sim_url))
     assert "merger" not in sent and "job" not in sent.split("is it done?")[0][-200:]
+
+
+# --- issue 37 item 3: the model's own delegate call after an offer ----------------------------
+
+PLAN = "write the complete migration plan with phases, risks and a rollback strategy"
+OFFER = f"Start with a gateway in front of the REST endpoints. Shall I {PLAN}?"
+ASKED = "any tips for moving our app from REST to GraphQL?"
+
+
+async def test_a_model_delegate_call_after_an_offer_is_the_offered_task(sim_url, settings):
+    """The router says chat (a stub here); the chat lane still offers `delegate`, the model
+    calls it, and the job's text is the offered task, not "sure"."""
+    s = sim_settings(settings, sim_url)
+    turns = _pipeline(s, sim_url)
+    request = TurnRequest(text="sure SIMDELEGATE", owner="ann", history=((ASKED, OFFER),))
+    result = await turns.run(request)
+    assert (result.lane, result.reason) == ("deep", "model asked to delegate")
+    prompt = turns.chat.store.job(result.job_id).prompt
+    assert prompt.startswith(PLAN[0].upper() + PLAN[1:]) and ASKED in prompt
+    # no offer before: the job is the message, as before
+    alone = await turns.run(TurnRequest(text="plan it all SIMDELEGATE", owner="ann"))
+    assert turns.chat.store.job(alone.job_id).prompt == "plan it all SIMDELEGATE"

@@ -337,10 +337,7 @@ def read(text: str, conversation: Conversation | None) -> Reading | None:
     if offer:
         accepted = _acceptance(said)
         if accepted is not None:
-            rest = re.sub(r"^(?:and|but|also|plus|just)\s+", "", accepted)
-            task = offer[0].upper() + offer[1:] + (f" ({rest})" if rest else "")
-            asked = conversation.last("user")
-            full = f"{task}.\n\nWhat the person had asked: {asked}" if asked else task
+            full = _offer_task(offer, accepted, conversation)
             return Reading(f"accepts the offer to {_short(offer)}", ask=offer, task=full)
         if len(said.split()) <= _YES_WORDS and _REFUSES.match(said):
             return Reading("declines the offer", lane="chat", task=said)
@@ -365,6 +362,28 @@ def read(text: str, conversation: Conversation | None) -> Reading | None:
             what = f"asks the same for {place} as the earlier request"
         return Reading(what, inherit=True, ask=earlier, task=said)
     return None
+
+
+def _offer_task(offer: str, added: str, conversation: Conversation) -> str:
+    """A job's text for an accepted offer: the task, what the person added, what they asked."""
+    rest = re.sub(r"^(?:and|but|also|plus|just)\s+", "", added)
+    task = offer[0].upper() + offer[1:] + (f" ({rest})" if rest else "")
+    asked = conversation.last("user")
+    return f"{task}.\n\nWhat the person had asked: {asked}" if asked else task
+
+
+def offered_task(text: str, conversation: Conversation) -> str | None:
+    """The job's text when `text`, a yes by the chat model's reading (it called `delegate`),
+    answers the last reply's offer: the offered task with the person's addition; None when
+    the reply offered nothing or the message is a request of its own."""
+    offer = conversation.standing_offer()
+    if not offer:
+        return None
+    said = _plain(text)
+    accepted = _acceptance(said)
+    if accepted is None and (len(said.split()) > 12 or _REFUSES.match(said)):
+        return None
+    return _offer_task(offer, said if accepted is None else accepted, conversation)
 
 
 def handed_off(reply: str) -> bool:

@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
@@ -26,7 +27,7 @@ from assistant.records import (
     now_ms,
 )
 from assistant.routing.batch import RouteBatcher
-from assistant.routing.conversation import Conversation, find_offer
+from assistant.routing.conversation import Conversation, find_offer, offered_task
 from assistant.settings import LaneConfig, Settings
 from assistant.store.db import Store
 from assistant.turns.guard import guarded
@@ -126,6 +127,20 @@ class ChatService:
             last_task=task,
         )
 
+    def _offered(
+        self,
+        decision: RouteDecision,
+        text: str,
+        conversation_id: str | None,
+        history: tuple[tuple[str, str], ...] | None,
+    ) -> RouteDecision:
+        """The decision a model's `delegate` call leads to: when the message answers an offer
+        of the last reply, the job's text is the offered task (issue 37 item 3), as when the
+        router itself reads the yes; else the message."""
+        conversation = self.conversation(conversation_id, history)
+        task = offered_task(text, conversation) if conversation is not None else None
+        return dataclasses.replace(decision, text=task) if task else decision
+
     def jobs_note(self, owner: str, conversation_id: str | None) -> str:
         """What the chat request says of this conversation's latest job (DESIGN.md 4: "how's
         the report going?" is answered from the job), "" when it has none; never a job of
@@ -188,6 +203,9 @@ class ChatService:
             async with contextlib.aclosing(run) as events:
                 async for event in events:
                     yield event
+            if result.delegate_requested:  # a yes to the last reply's offer: that task, in full
+                decision = self._offered(decision, text, conversation_id, history)
+                task = (owner, decision.text or text, conversation_id, job_key)
             if result.delegate_requested and self.jobs is not None and follow_job:
                 # the model's words, then its job's thinking and answer in the same reply
                 said = result.reply.strip()
