@@ -71,6 +71,13 @@ def test_embedded_engine_answers_on_loopback(runtime):
         assert command[command.index("--n_threads_batch") + 1] == "1"
         assert len(os.listdir(f"/proc/{engine.pid}/task")) < 2 + os.cpu_count() * 2
     assert runtime.scheduler.lane_slots == {"chat": 1, "deep": 1}
+    # the deep lane's process is background work: it yields the CPU to chat (its scheduling
+    # group's priority too, since Linux groups the engine's own session apart)
+    assert os.getpriority(os.PRIO_PROCESS, deep.pid) >= 10
+    assert os.getpriority(os.PRIO_PROCESS, chat.pid) == os.getpriority(os.PRIO_PROCESS, 0)
+    group = f"/proc/{deep.pid}/autogroup"
+    if os.path.exists(group):
+        assert open(group).read().split()[-1] == "10"
 
 
 @same_loop

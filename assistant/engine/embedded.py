@@ -120,6 +120,7 @@ class EmbeddedEngine:
         log_path: Path | None = None,
         restart_delays_s: tuple[float, ...] = RESTART_DELAYS_S,
         label: str = "engine",
+        nice: int = 0,
     ):
         self.models_dir = models_dir
         self.ctx = ctx
@@ -127,6 +128,8 @@ class EmbeddedEngine:
         self.threads = max(1, threads)
         """llama.cpp's threads for generation and for prompts (see `Settings.embedded_threads`)."""
         self.label = label
+        self.nice = nice
+        """Lower CPU priority (0..19) for a process whose work is background (the deep lane)."""
         self.log_path = log_path
         self.restart_delays_s = restart_delays_s
         self.port = 0
@@ -201,6 +204,8 @@ class EmbeddedEngine:
             if out is not subprocess.DEVNULL:
                 out.close()
         self.proc = proc
+        if self.nice:
+            lower_priority(proc.pid, self.nice)
         try:
             self._wait_ready(proc, timeout_s)
         except EngineUnavailable:
@@ -364,6 +369,22 @@ def stop_group(proc: subprocess.Popen, grace_s: float) -> None:
         proc.wait(timeout=5)
 
 
+DEEP_NICE = 10
+"""The deep lane's process yields the CPU to chat, the app and the person's other programs: a
+job is background work, and on two cores its one thread otherwise takes as much as the chat
+turn the person is waiting for."""
+
+
+def lower_priority(pid: int, nice: int) -> None:
+    """Lower process `pid`'s CPU priority. Its scheduling group's, where Linux groups by session
+    (autogroup; the engine has a session of its own, in which a nice value alone is relative to
+    nothing), and its own nice value too. Best effort: an unsupported system keeps the default."""
+    with contextlib.suppress(OSError):
+        Path(f"/proc/{pid}/autogroup").write_text(str(nice))
+    with contextlib.suppress(OSError, AttributeError):
+        os.setpriority(os.PRIO_PROCESS, pid, nice)
+
+
 def start_lanes(
     models_dir: Path,
     *,
@@ -385,7 +406,7 @@ def start_lanes(
     if per_lane:
         engines["deep"] = EmbeddedEngine(
             models_dir, ctx=ctx, slots=slots, threads=threads,
-            log_path=log_dir / "engine-deep.log", label="deep-lane engine",
+            log_path=log_dir / "engine-deep.log", label="deep-lane engine", nice=DEEP_NICE,
         )  # fmt: skip
     errors: list[BaseException] = []
 
