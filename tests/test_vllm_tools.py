@@ -9,6 +9,16 @@ from collections.abc import Iterator
 import pytest
 
 from assistant.devtools.vllm_server import FLAGS, VllmServer
+from assistant.engine.client import Engine, build_client
+from assistant.engine.lanes import LaneScheduler
+from assistant.jobs import JobQueue
+from assistant.store.db import Store
+from assistant.turns.chat import ChatService
+from assistant.turns.pipeline import Pipeline, TurnRequest
+from assistant.turns.prompt import Prompts
+from tests.conftest import sim_settings
+from tests.test_chat import StubRouter
+from tests.test_chat_jobs_note import ASKED, OFFER, PLAN
 from tests.test_cli import run
 from tests.vllm_proc import ANSWER, vllm
 
@@ -39,3 +49,28 @@ def test_chat_and_the_delegate_tool_work(server, tmp_path):
     asked = "Hello there [[delegate]]"  # the classifier says chat: the model's call delegates
     out = json.loads(run(["chat", asked, "--json"], tmp_path, server.url).stdout)
     assert (out["lane"], out["reason"]) == ("deep", "model asked to delegate")
+
+
+async def test_the_models_delegate_call_after_an_accepted_offer_is_the_offered_task(
+    server, settings
+):
+    """Issue 37 item 3 on real vLLM with tools on: the router says chat (a stub), the chat
+    lane offers `delegate`, the model calls it after a yes to an offer, and the job's text
+    is the offered task."""
+    s = sim_settings(settings, server.url)
+    store = Store(s.db_path)
+    chat = ChatService(
+        settings=s,
+        engine=Engine(build_client(server.url, None), kind="vllm", model="tiny"),
+        scheduler=LaneScheduler(deep_max_in_flight=2),
+        router=StubRouter(),
+        store=store,
+        prompts=Prompts.load(),
+        jobs=JobQueue(store, s),
+    )
+    turns = Pipeline(chat, s, log_to=store)
+    asked = TurnRequest(text="yes please [[delegate]]", owner="ann", history=((ASKED, OFFER),))
+    result = await turns.run(asked)
+    assert (result.lane, result.reason) == ("deep", "model asked to delegate"), result
+    prompt = store.job(result.job_id).prompt
+    assert prompt.startswith(PLAN[0].upper() + PLAN[1:]) and ASKED in prompt

@@ -202,7 +202,7 @@ class Router:
     def vectors(self, texts: Sequence[str], caps: Sequence[int]) -> np.ndarray:
         """Embeddings of already routed texts (see `routed_text`), each read to its token
         cap, from the cache where they are; one encoder pass for the rest. Empty: zeros."""
-        out = np.zeros((len(texts), 384), dtype=np.float32)
+        out = np.zeros((len(texts), len(self.head.weights)), dtype=np.float32)
         missing: list[int] = []
         with self._lock:
             for i, key in enumerate(zip(texts, caps, strict=True)):
