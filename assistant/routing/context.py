@@ -228,9 +228,11 @@ OFFERS = ("none", "small", "big")
 
 def dense(acts: np.ndarray, offered: np.ndarray, r: Row) -> np.ndarray:
     """The network's input: the act probabilities, what the last two replies offer, the
-    facts, and each act with each size, offer and job fact (a yes is deep by the offer's
-    size; a follow-up by the earlier request's; a status question by the job's)."""
-    job = r.facts[7:12]  # running, done, failed, notice in the last reply, notice before
+    facts, and each act with each size, offer, job fact and whether the reply asks (a yes
+    is deep by the offer's size; a follow-up by the earlier request's; a status question by
+    the job's; an answer by the question it answers)."""
+    job = r.facts[[7, 8, 9, 10, 11, 14, 18]]  # running, done, failed, notice in the last
+    # reply, notice before, an offer the rules found, the last reply asks
     sizes = np.concatenate([r.sizes, offered[0, 1:], offered[1, 1:]])
     return np.concatenate(
         [acts, offered.ravel(), r.facts, sizes, np.outer(acts, sizes).ravel(),
