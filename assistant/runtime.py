@@ -16,8 +16,8 @@ from assistant.engine.embedded import (
     DEEP_BUDGET,
     NOTICE,
     EmbeddedEngine,
-    start_lanes,
 )
+from assistant.engine.embedded_lanes import start_lanes
 from assistant.engine.lanes import LaneScheduler
 from assistant.engine.transcript import TranscriptPrompt
 from assistant.errors import EngineUnavailable
