@@ -1,4 +1,4 @@
-"""The tree keeps the shape the README's Layout section describes."""
+"""The tree keeps the shape docs/layout.md describes."""
 
 from __future__ import annotations
 
