@@ -15,6 +15,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 
+from assistant import limits
 from assistant.engine.client import Engine
 from assistant.engine.generation import PREEMPTED, Generation
 from assistant.engine.lanes import LaneScheduler
@@ -90,11 +91,11 @@ class JobQueue:
         return job
 
     def _check_room(self, owner: str) -> None:
-        if self.store.active_job_count(owner) >= self.settings.max_jobs_per_user:
-            raise Busy(
-                f"you already have {self.settings.max_jobs_per_user} jobs queued or running; "
-                "wait for one to finish or cancel one"
-            )
+        why = limits.jobs_refusal(
+            self.store.active_job_count(owner), self.settings.max_jobs_per_user
+        )
+        if why is not None:
+            raise Busy(why)
 
     def get(self, job_id: str, owner: str | None = None) -> Job | None:
         """The job, or None if there is none (or it is another owner's)."""

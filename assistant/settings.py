@@ -121,6 +121,13 @@ class Settings:
     max_queue: int = 64
     max_api_per_user: int = 8
     """`/v1` requests one login may have running at once (`max_queue` bounds them all)."""
+    max_turns_per_user: int = 8
+    """Page and Gradio API events (turns) one login may have waiting or running at once."""
+    max_upload_bytes_per_day: int = 64 * 1024 * 1024
+    """Upload bytes a login may send in a day (page uploads and `/v1/audio`; `limits`)."""
+    admins: tuple[str, ...] | None = None
+    """Logins shown the engine's details on the Dashboard (`ASSISTANT_ADMINS`); None: the
+    first login in `ASSISTANT_AUTH`."""
     login_max_age_s: int = 7 * 86400
     """How long a login lasts before it must be given again (the page shows the login form)."""
     cache_max_age_s: int = 86400
@@ -158,6 +165,12 @@ class Settings:
     security policy allows the app's own origin only (`web.security.CSP`)."""
 
     @property
+    def admin_logins(self) -> tuple[str, ...]:
+        if self.admins is not None:
+            return self.admins
+        return self.auth[0][:1] if self.auth else ()
+
+    @property
     def db_path(self) -> Path:
         return self.data_dir / "assistant.db"
 
@@ -191,6 +204,15 @@ def _parse_hosts(raw: Any) -> tuple[str, ...]:
             )
         hosts.append(name.strip("[]"))
     return tuple(dict.fromkeys(hosts))
+
+
+def _parse_admins(raw: Any) -> tuple[str, ...] | None:
+    """ASSISTANT_ADMINS: comma-separated login names (`none`: no login is an admin)."""
+    if raw is None:
+        return None
+    items = raw if isinstance(raw, list) else str(raw).split(",")
+    names = tuple(n for n in (str(i).strip() for i in items) if n)
+    return () if names in ((), ("none",)) else names
 
 
 def _parse_proxies(raw: Any) -> tuple[str, ...]:
@@ -303,6 +325,8 @@ def load_settings(env: dict[str, str] | None = None, toml_path: Path | None = No
             "max_jobs_per_user",
             "max_queue",
             "max_api_per_user",
+            "max_turns_per_user",
+            "max_upload_bytes_per_day",
             "cache_max_age_s",
             "login_max_age_s",
             "embedded_ctx",
@@ -365,5 +389,6 @@ def load_settings(env: dict[str, str] | None = None, toml_path: Path | None = No
         allowed_hosts=_parse_hosts(pick("ASSISTANT_ALLOWED_HOSTS", "allowed_hosts", "")),
         trusted_proxies=_parse_proxies(pick("ASSISTANT_TRUSTED_PROXIES", "trusted_proxies", "")),
         page_sources=_parse_sources(pick("ASSISTANT_PAGE_SOURCES", "page_sources", "")),
+        admins=_parse_admins(pick("ASSISTANT_ADMINS", "admins")),
         **extra,
     )

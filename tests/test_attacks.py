@@ -891,3 +891,88 @@ def test_a_logins_long_uploads_do_not_queue_anothers_clip_behind_them(guarded):
         for f in [*anns, bobs]:
             f.result()
     assert finished.index("bob") < 3, finished  # not after all of ann's
+
+
+# --- 38, item 3: every per-login bound (assistant/limits.py) --------------------------------
+
+
+@pytest.fixture(scope="module")
+def bounded_app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[App]:
+    """Two logins, slow replies (half a minute), a queue of 4 with 2 turns per login, uploads
+    of 1 MB and 2.5 MB a day per login."""
+    data = tmp_path_factory.mktemp("bounded")
+    (data / "assistant.toml").write_text(
+        "max_queue = 4\nmax_turns_per_user = 2\nmax_upload_bytes = 1000000\n"
+        "max_upload_bytes_per_day = 2500000\n"
+    )
+    with run_simengine("--token-ms", "50", "--answer-words", "600") as slow:
+        with run_app(data, slow, entry=CLI_SERVE, ASSISTANT_AUTH=AUTH) as app:
+            yield app
+
+
+def join_chat(client: httpx.Client, session: str, text: str) -> httpx.Response:
+    config = client.get("config").json()
+    chat = next(d["id"] for d in config["dependencies"] if d.get("api_name") == "chat")
+    join = {"data": [text, "", False], "fn_index": chat, "session_hash": session,
+            "event_data": None, "trigger_id": None}  # fmt: skip
+    return client.post("gradio_api/queue/join", json=join)
+
+
+def test_one_login_cannot_fill_gradios_queue(bounded_app):
+    # ann's turns held Gradio's places until bob's got "Queue is full" (issue 26, 38)
+    with client_of(bounded_app, "ann") as ann, client_of(bounded_app, "bob") as bob:
+        held = [join_chat(ann, f"ann-38-{n}", f"a long answer {n}") for n in range(2)]
+        assert all(r.status_code == 200 for r in held), [r.text for r in held]
+        third = join_chat(ann, "ann-38-2", "one more")
+        assert third.status_code == 429, third.text
+        assert "max_turns_per_user" in third.json()["detail"]
+        theirs = join_chat(bob, "bob-38", "bob's turn")
+        assert theirs.status_code == 200, theirs.text  # another login is not held up
+        for n, r in enumerate(held):  # ann's turns end now, not in half a minute
+            cancel = {"session_hash": f"ann-38-{n}", "event_id": r.json()["event_id"],
+                      "fn_index": 0}  # fmt: skip
+            ann.post("gradio_api/cancel", json=cancel)
+
+
+def test_uploads_are_capped_per_login_per_day(bounded_app):
+    # five 19 MB uploads of one login were all accepted (issue 26, 38)
+    part = ("part.bin", b"\0" * 900_000)
+    with client_of(bounded_app, "ann") as ann, client_of(bounded_app, "bob") as bob:
+        for _ in range(2):
+            r = ann.post("gradio_api/upload", files={"files": part})
+            assert r.status_code == 200, r.text
+        refused = ann.post("gradio_api/upload", files={"files": part})
+        assert refused.status_code == 429 and "max_upload_bytes_per_day" in refused.text
+        # /v1/audio counts against the same day
+        files = {"file": ("a.wav", part[1], "audio/wav"), "model": (None, "whisper-1")}
+        v1 = httpx.post(bounded_app.url + "v1/audio/transcriptions", files=files,
+                        headers=bearer("ann"), timeout=60)  # fmt: skip
+        assert v1.status_code == 429 and "max_upload_bytes_per_day" in v1.text, v1.text
+        assert bob.post("gradio_api/upload", files={"files": part}).status_code == 200
+
+
+def test_a_logins_long_clips_on_the_gradio_api_do_not_queue_anothers_behind(guarded, tmp_path):
+    # the page's and the Gradio API's transcriptions had no share of the pool (only /v1/audio)
+    from gradio_client import handle_file
+
+    from assistant.speech.audio import load_audio, wav_bytes
+
+    jfk = load_audio(AUDIO_DIR / "jfk.flac", max_bytes=10_000_000, max_seconds=60)
+    clip, long = tmp_path / "clip.wav", tmp_path / "long.wav"
+    clip.write_bytes(wav_bytes((jfk * 32767).astype("<i2"), SAMPLE_RATE_16K))
+    long.write_bytes(wav_bytes((np.tile(jfk, 5) * 32767).astype("<i2"), SAMPLE_RATE_16K))
+    finished: list[str] = []
+    clients = {u: Client(guarded.url, auth=(u, USERS[u]), verbose=False) for u in USERS}
+
+    def transcribe(who: str, path: Path) -> None:
+        heard = clients[who].predict(handle_file(str(path)), api_name="/transcribe")
+        assert "country" in heard["text"].lower(), heard
+        finished.append(who)
+
+    with ThreadPoolExecutor(4) as pool:
+        anns = [pool.submit(transcribe, "ann", long) for _ in range(3)]
+        time.sleep(1.0)  # ann's are queued first
+        bobs = pool.submit(transcribe, "bob", clip)
+        for f in [*anns, bobs]:
+            f.result()
+    assert finished.index("bob") < 3, finished  # not after all of ann's

@@ -31,13 +31,13 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from assistant.limits import SPEECH_SHARE
+
 T = TypeVar("T")
 REMOTE_WORKERS = 32
 """Speech-server requests in flight at once from this process (each call has at most two)."""
-PER_LOGIN = 1
-"""A login's calls on the pools at once (`SpeechPools.share`): the pools serve first come,
-first served, so without a share one login's eight long uploads put another's short clip
-behind all of them (0.9 s alone, 181 s beside them; issue 38)."""
+PER_LOGIN = SPEECH_SHARE
+"""A login's calls on the pools at once (`SpeechPools.share`; `assistant.limits`)."""
 
 
 def usable_cores() -> int:

@@ -13,36 +13,27 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from assistant.turns.session import VoiceSession
 
-MAX_CALLS_PER_LOGIN = 2
-"""Two tabs of one person; a third is refused."""
-MAX_CALLS = 8
-"""In all: each call holds a VAD state and takes turns on the one speech-to-text pool."""
+from assistant import limits
+
+MAX_CALLS_PER_LOGIN = limits.CALLS_PER_LOGIN
+MAX_CALLS = limits.CALLS
 
 
 class Calls:
-    """Who has a call open."""
+    """Who has a call open (counted by `limits.calls`: the bounds live there)."""
 
     def __init__(self, per_login: int = MAX_CALLS_PER_LOGIN, total: int = MAX_CALLS):
         self.per_login, self.total = per_login, total
-        self.open: dict[str, int] = {}
+        self._count = limits.calls(per_login, total)
+        self.open: dict[str, int] = self._count.open
         self._sessions: dict[str, list[VoiceSession]] = {}
 
     def admit(self, owner: str) -> str | None:
         """None: admitted (call `leave` at the end); else why not."""
-        if sum(self.open.values()) >= self.total:
-            return f"the app has {self.total} calls open, its limit; try again in a moment"
-        if self.open.get(owner, 0) >= self.per_login:
-            return (
-                f"you already have {self.per_login} calls open (another tab?); "
-                "end one to start a new one"
-            )
-        self.open[owner] = self.open.get(owner, 0) + 1
-        return None
+        return self._count.enter(owner)
 
     def leave(self, owner: str) -> None:
-        self.open[owner] -= 1
-        if not self.open[owner]:
-            del self.open[owner]
+        self._count.leave(owner)
 
     def join(self, session: VoiceSession) -> None:
         """`session` is the owner's call until `part`."""

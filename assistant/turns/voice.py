@@ -14,6 +14,7 @@ import contextlib
 import functools
 import logging
 from collections.abc import AsyncIterator
+from typing import Any
 
 from assistant.errors import BadInput
 from assistant.records import AudioChunk, Transcript, TurnEvent, now_ms
@@ -33,12 +34,30 @@ HANDED_OFF = "I've handed that to the deep lane; I'll tell you when it's done."
 """Spoken instead of the written hand-off, whose job id is no pleasure to hear."""
 
 
-async def transcribe(audio: AudioSource, stt: SpeechToText, settings: Settings) -> Transcript:
-    """Decode (within the upload limits) and transcribe, on the speech-to-text pool."""
+class ForLogin:
+    """A speech-to-text model used for `owner`: `transcribe` takes the login's share of the
+    pools with it (`SpeechPools.share`), wherever the turn is transcribed. Everything else is
+    the model's."""
+
+    def __init__(self, stt: SpeechToText, owner: str):
+        self.stt, self.share_owner = stt, owner
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "stt":  # not set yet (a copy): no recursion
+            raise AttributeError(name)
+        return getattr(self.stt, name)
+
+
+async def transcribe(
+    audio: AudioSource, stt: SpeechToText, settings: Settings, owner: str | None = None
+) -> Transcript:
+    """Decode (within the upload limits) and transcribe, on the speech-to-text pool, in
+    `owner`'s turn (or the `ForLogin` model's; None: no share)."""
     pools = speech_pools()
     limits = {"max_bytes": settings.max_upload_bytes, "max_seconds": settings.max_audio_s}
-    samples = await pools.run_stt(functools.partial(load_audio, **limits), audio)
-    return await pools.transcribe(stt, samples)
+    async with pools.share(owner or getattr(stt, "share_owner", None)):
+        samples = await pools.run_stt(functools.partial(load_audio, **limits), audio)
+        return await pools.transcribe(stt, samples)
 
 
 async def hear(

@@ -76,14 +76,15 @@ class Api:
         """The caller's jobs, newest first (without their reasoning)."""
         return [_public(j.as_json()) for j in self.queue.owned(owner_of(self.settings, request))]
 
-    async def transcribe(self, audio_path: str | None) -> dict:
+    async def transcribe(self, audio_path: str | None, request: gr.Request = None) -> dict:
         """Speech to text: {"text", "language", "duration_s", "stt_ms"}."""
         if not audio_path:
             raise gr.Error("no audio file")
         settings = self.settings
+        owner = owner_of(settings, request)  # in the login's turn on the pool
         try:
             stt = await self.speech.stt()
-            transcript = await transcribe(audio_path, stt, settings)
+            transcript = await transcribe(audio_path, stt, settings, owner=owner)
         except AssistantError as e:
             raise gr.Error(str(e)) from e
         return transcript.as_json()

@@ -79,6 +79,18 @@ def capped(receive: Receive, limit: int) -> Receive:
     return capping
 
 
+def counted(receive: Receive, add: Callable[[int], None]) -> Receive:
+    """A `receive` that tells `add` the size of each part of the body as it arrives."""
+
+    async def counting() -> Message:
+        message = await receive()
+        if message["type"] == "http.request" and message.get("body"):
+            add(len(message["body"]))
+        return message
+
+    return counting
+
+
 def replay(body: bytes, receive: Receive) -> Receive:
     """A `receive` that gives the app the body already read, then the client's messages."""
     sent = False

@@ -22,6 +22,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 
 from assistant.errors import AssistantError, BadInput, ConfigError, ModelMissing
+from assistant.limits import uploads as uploads_per_day
 from assistant.records import AudioChunk
 from assistant.settings import Settings
 from assistant.speech.audio import load_audio, resample_int16
@@ -67,6 +68,7 @@ class OpenAIAudio:
                                "invalid_request_error")  # fmt: skip
             prompt = str(form.get("prompt") or "") or None
             data = await upload.read()
+            self._count_upload(owner, len(data))
             limits = {"max_bytes": self.settings.max_upload_bytes,
                       "max_seconds": self.settings.max_audio_s}  # fmt: skip
             pools = speech_pools()
@@ -87,6 +89,17 @@ class OpenAIAudio:
                                  "duration": round(heard.duration_s, 3), "text": heard.text,
                                  "segments": []})  # fmt: skip
         return JSONResponse({"text": heard.text})
+
+    def _count_upload(self, owner: str, n: int) -> None:
+        """`n` upload bytes against the login's day (`max_upload_bytes_per_day`; with a login
+        only, like the page's), or 429 naming the limit."""
+        if not self.settings.auth:
+            return
+        day = uploads_per_day(self.settings)
+        why = day.refusal(owner, n)
+        if why is not None:
+            raise ApiError(429, why, "rate_limit_error", "upload_limit")
+        day.add(owner, n)
 
     async def _form(self, request: Request) -> Any:
         """The multipart form, read within the upload cap (plus room for its framing)."""

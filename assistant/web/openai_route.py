@@ -32,6 +32,7 @@ from typing import Any, TypeVar
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from assistant import limits
 from assistant.errors import AssistantError
 from assistant.records import TurnEvent, TurnResult, now_ms
 from assistant.settings import Settings
@@ -83,28 +84,20 @@ class Admission:
 
     def __init__(self, limit: int, per_login: int):
         self.limit, self.per_login = limit, per_login
-        self.active = 0
-        self.by_login: dict[str, int] = {}
+        self._count = limits.api_requests(per_login, limit)
+        self.by_login: dict[str, int] = self._count.open
+
+    @property
+    def active(self) -> int:
+        return sum(self.by_login.values())
 
     def enter(self, owner: str) -> None:
-        if self.active >= self.limit:
-            raise ApiError(429, f"{self.limit} requests are already running; try again soon",
-                           "rate_limit_error", "busy", retry_after=RETRY_AFTER_S)  # fmt: skip
-        if self.by_login.get(owner, 0) >= self.per_login:
-            raise ApiError(
-                429,
-                f"you already have {self.per_login} requests running (max_api_per_user); "
-                "try again when one has ended",
-                "rate_limit_error", "busy", retry_after=RETRY_AFTER_S,
-            )  # fmt: skip
-        self.active += 1
-        self.by_login[owner] = self.by_login.get(owner, 0) + 1
+        why = self._count.enter(owner)
+        if why is not None:
+            raise ApiError(429, why, "rate_limit_error", "busy", retry_after=RETRY_AFTER_S)
 
     def leave(self, owner: str) -> None:
-        self.active -= 1
-        self.by_login[owner] -= 1
-        if not self.by_login[owner]:
-            del self.by_login[owner]
+        self._count.leave(owner)
 
 
 class OpenAIRoute:

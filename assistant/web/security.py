@@ -11,6 +11,7 @@ README "Security" lists the advisories each option answers.
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import tempfile
 import time
@@ -21,6 +22,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+from assistant.limits import DailyBytes
+from assistant.limits import uploads as uploads_per_day
 from assistant.settings import Settings
 from assistant.web.asgi import (
     Receive,
@@ -28,6 +31,7 @@ from assistant.web.asgi import (
     Send,
     TooLarge,
     capped,
+    counted,
     header_map,
     read_body,
     refuse,
@@ -173,8 +177,11 @@ class EdgeGuard:
         throttle: LoginThrottle | None = None,
         wall: LoginWall | None = None,
         upload_max: int = 0,
+        uploads: DailyBytes | None = None,
     ):
         self.app = app
+        self.uploads = uploads
+        """Upload bytes per login per day (with a login; `assistant.limits`)."""
         self.exposure = exposure
         self.throttle = throttle
         self.wall = wall
@@ -220,6 +227,13 @@ class EdgeGuard:
                              f"{self.upload_max} bytes (max_upload_bytes)")  # fmt: skip
                 return
             receive = capped(receive, self.upload_max)
+            user = self.wall.login_of(scope, headers) if self.wall is not None else None
+            if self.uploads is not None and user is not None:
+                why = self.uploads.refusal(user, int(declared) if declared.isdigit() else 0)
+                if why is not None:
+                    await refuse(scope, send, 429, why)
+                    return
+                receive = counted(receive, functools.partial(self.uploads.add, user))
         if (
             self.throttle is not None
             and scope["type"] == "http"
@@ -345,6 +359,7 @@ def edge_middleware(settings: Settings, certificate_names: Iterable[str] = ()) -
         throttle=LoginThrottle() if login else None,
         wall=LoginWall(settings.login_max_age_s) if login else None,
         upload_max=settings.max_upload_bytes + MULTIPART_SLACK,
+        uploads=uploads_per_day(settings) if login else None,
     )
     # outermost: the refusals get the page's headers too
     return [Middleware(PageHeaders, sources=settings.page_sources), guard]

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from assistant.app_client import announce, local_url, new_secret, withdraw
+from assistant.limits import cap_page_turns
 from assistant.runtime import Runtime
 from assistant.settings import Settings
 from assistant.web.security import is_loopback
@@ -165,6 +166,8 @@ def serve(
         os.environ["FORWARDED_ALLOW_IPS"] = ",".join(settings.trusted_proxies)
         demo.queue(max_size=settings.max_queue, default_concurrency_limit=settings.max_queue)
         quiet_queue(demo)
+        # one login's turns cannot fill the queue for the others (assistant.limits)
+        cap_page_turns(demo._queue, settings.max_turns_per_user)
         demo.launch(
             server_name=host,
             server_port=port,

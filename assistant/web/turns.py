@@ -24,6 +24,7 @@ from assistant.speech.models import SpeechModels
 from assistant.turns.calls import Calls
 from assistant.turns.conversations import Conversations
 from assistant.turns.pipeline import Pipeline, TurnRequest
+from assistant.turns.voice import ForLogin
 
 log = logging.getLogger(__name__)
 
@@ -270,7 +271,7 @@ class Turns:
         owner = owner_of(self.settings, request)
         view = TurnView(history, "🎤 …")
         try:
-            stt = await self.speech.stt()
+            stt = ForLogin(await self.speech.stt(), owner)  # the login's share of the pool
         except AssistantError as e:
             view.apply(TurnEvent("error", text=str(e)))
             yield view.history, gr.skip(), None
