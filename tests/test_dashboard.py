@@ -293,3 +293,46 @@ def test_a_broken_observer_never_breaks_a_turn(settings, caplog):
                         source="text")  # fmt: skip
     assert result.timings.total is not None  # logs, does not raise
     assert "the turn observer failed" in caplog.text and "observer bug" in caplog.text
+
+
+def page_request(user: str | None, peer: str, **headers: str):
+    """A page's request as the dashboard sees it: its login, peer address and headers."""
+    from types import SimpleNamespace
+
+    return SimpleNamespace(
+        username=user, client=SimpleNamespace(host=peer), headers={k: v for k, v in headers.items()}
+    )
+
+
+def test_the_engines_details_are_for_this_machine_and_admins_only():
+    # every login's Dashboard showed the engine's URL (issue 38, item 5)
+    from assistant.settings import Settings
+    from assistant.web.dashboard_panel import ADMINS_ONLY, Dash, sees_engine
+
+    two = Settings(auth=(("ann", "a"), ("bob", "b")))
+    assert two.admin_logins == ("ann",)  # by default the first login
+    assert sees_engine(two, page_request("ann", "192.168.1.9"))
+    assert not sees_engine(two, page_request("bob", "192.168.1.9"))
+    assert sees_engine(two, page_request("bob", "127.0.0.1"))  # on this machine
+    # through a proxy on this machine that is not believed: not this machine's client
+    assert not sees_engine(two, page_request("bob", "127.0.0.1", **{"x-forwarded-for": "1.2.3.4"}))
+    named = Settings(auth=two.auth, admins=("bob",))
+    assert sees_engine(named, page_request("bob", "10.0.0.2"))
+    assert not sees_engine(named, page_request("ann", "10.0.0.2"))
+    assert sees_engine(Settings(), page_request(None, "127.0.0.1"))  # no login: one user
+
+    class Watch:
+        async def reading(self):
+            raise AssertionError("the engine is not read for a page that may not see it")
+
+    dash = Dash(None, two, lambda: {}, Watch())  # type: ignore[arg-type]
+    assert asyncio.run(dash.engine(page_request("bob", "192.168.1.9"))) == ADMINS_ONLY
+
+
+def test_admins_are_read_from_the_environment(monkeypatch, tmp_path):
+    from assistant.settings import load_settings
+
+    monkeypatch.chdir(tmp_path)
+    env = {"ASSISTANT_AUTH": "ann:a,bob:b", "ASSISTANT_ADMINS": "bob, cy"}
+    assert load_settings(env).admin_logins == ("bob", "cy")
+    assert load_settings({**env, "ASSISTANT_ADMINS": "none"}).admin_logins == ()

@@ -17,6 +17,7 @@ from assistant.loop_lag import LoopLag
 from assistant.settings import Settings
 from assistant.turns.conversations import Conversations
 from assistant.web.dashboard import EngineWatch, bar_order, engine_markdown, latency_frame
+from assistant.web.exposure import FORWARDED, is_loopback
 from assistant.web.turns import owner_of
 
 REFRESH_S = 5.0
@@ -66,6 +67,27 @@ def build_dash_panel() -> DashPanel:
     return DashPanel(plots, engine, gr.Timer(REFRESH_S))
 
 
+ADMINS_ONLY = (
+    "The engine's details (its address, queue and cache) are shown on this machine and to an "
+    "admin login (`ASSISTANT_ADMINS`; by default the first login in `ASSISTANT_AUTH`)."
+)
+
+
+def sees_engine(settings: Settings, request: gr.Request | None) -> bool:
+    """Whether this page is shown the engine's details (its URL, the problem reading it, its
+    queue): without a login (only this machine is served then), to an admin login, or to a
+    client on this machine that no proxy forwarded (issue 38: every login saw the URL)."""
+    if not settings.auth:
+        return True
+    if request is None:
+        return False
+    if owner_of(settings, request) in settings.admin_logins:
+        return True
+    headers = {k.lower() for k in (request.headers or {})}
+    peer = request.client.host if request.client else ""
+    return bool(peer) and is_loopback(peer) and not any(h in headers for h in FORWARDED)
+
+
 class Dash:
     """The dashboard's callbacks."""
 
@@ -97,7 +119,9 @@ class Dash:
             out.append(gr.BarPlot(value=part if n else None, caption=caption))
         return tuple(out)
 
-    async def engine(self) -> str:
+    async def engine(self, request: gr.Request) -> str:
+        if not sees_engine(self.settings, request):
+            return ADMINS_ONLY
         reading = await self.watch.reading()
         loop = self.loop_lag.summary(time.monotonic() - 60) if self.loop_lag else None
         return engine_markdown(reading, self.depth(), loop)
