@@ -344,8 +344,14 @@ class ChatService:
                 "crashed": f"{reply.note}; "
                 + ("the answer above is incomplete" if reply.content else "please ask again"),
                 "cut": "the connection to the engine broke; the answer above is incomplete",
-                "interrupted": "the engine stopped this answer early to serve another "
-                "request; the answer above is incomplete",
+                # only llama.cpp's server ends a stream to serve another request; another
+                # engine's stream that ends without a reason is said as just that (issue 38)
+                "interrupted": (
+                    "the engine stopped this answer early to serve another request"
+                    if getattr(self.engine, "kind", None) == "llamacpp"
+                    else "the engine ended this answer early without saying why"
+                )
+                + "; the answer above is incomplete",
                 "stalled": f"the engine stopped sending for {lane.read_timeout_s:.0f}s; "
                 "the answer above is incomplete",
                 "timeout": "the turn ran past its deadline; the answer above is incomplete",
