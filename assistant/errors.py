@@ -41,3 +41,12 @@ class Conflict(AssistantError):
 
 class ModelMissing(AssistantError):
     """A named model is not on disk; the message says how to get it."""
+
+
+def ended_early(engine: object) -> str:
+    """Why a stream ended before its budget without a finish reason, true of the engine: only
+    llama.cpp's server (one request at a time) stops an answer to serve another request; of
+    another engine's, nothing more is known (issue 38)."""
+    if getattr(engine, "kind", None) == "llamacpp":
+        return "the engine stopped this answer early to serve another request"
+    return "the engine ended this answer early without saying why"

@@ -16,7 +16,7 @@ from assistant.engine.client import Engine
 from assistant.engine.generation import YIELDED, Generation
 from assistant.engine.lanes import LaneScheduler
 from assistant.engine.transcript import resumed
-from assistant.errors import AssistantError, BadInput, BudgetExhausted
+from assistant.errors import AssistantError, BadInput, BudgetExhausted, ended_early
 from assistant.records import (
     STOPPED,
     Message,
@@ -344,14 +344,7 @@ class ChatService:
                 "crashed": f"{reply.note}; "
                 + ("the answer above is incomplete" if reply.content else "please ask again"),
                 "cut": "the connection to the engine broke; the answer above is incomplete",
-                # only llama.cpp's server ends a stream to serve another request; another
-                # engine's stream that ends without a reason is said as just that (issue 38)
-                "interrupted": (
-                    "the engine stopped this answer early to serve another request"
-                    if getattr(self.engine, "kind", None) == "llamacpp"
-                    else "the engine ended this answer early without saying why"
-                )
-                + "; the answer above is incomplete",
+                "interrupted": f"{ended_early(self.engine)}; the answer above is incomplete",
                 "stalled": f"the engine stopped sending for {lane.read_timeout_s:.0f}s; "
                 "the answer above is incomplete",
                 "timeout": "the turn ran past its deadline; the answer above is incomplete",
