@@ -33,6 +33,13 @@ def test_the_reply_is_cut_to_the_words_whose_audio_had_played(played, heard):
     assert heard_part(REPLY, SPOKEN, played) == heard
 
 
+def test_markup_that_is_not_said_does_not_shift_the_cut():
+    reply = "- **Paris** is the capital.\n- Lyon is second."
+    spoken = [("Paris is the capital.", 1000.0), ("Lyon is second.", 600.0)]
+    assert heard_part(reply, spoken, 1000.0) == "- **Paris** is the capital."
+    assert heard_part(reply, spoken, 1300.0) == "- **Paris** is the capital.\n- Lyon"
+
+
 def test_everything_spoken_and_played_is_the_whole_reply():
     assert heard_part("One. Two.", [("One.", 300.0), ("Two.", 300.0)], 600.0) == "One. Two."
     assert heard_part("One. Two.", [], 5000.0) == ""  # nothing was sent to be played

@@ -204,11 +204,14 @@ class EmbeddedEngine:
             if out is not subprocess.DEVNULL:
                 out.close()
         self.proc = proc
+        if self._stopping.is_set():  # stopped while it was being started
+            self._kill(proc)
+            raise EngineUnavailable("the embedded engine was stopped while it started")
         if self.nice:
             lower_priority(proc.pid, self.nice)
         try:
             self._wait_ready(proc, timeout_s)
-        except EngineUnavailable:
+        except BaseException:  # not ready, or the app stopped (Ctrl-C) while it started
             self._kill(proc)
             raise
         self.generation += 1

@@ -48,8 +48,13 @@ def start_lanes(
     starters = [threading.Thread(target=start, args=(e,), daemon=True) for e in engines.values()]
     for t in starters:
         t.start()
-    for t in starters:
-        t.join()
+    try:
+        for t in starters:
+            t.join()
+    except BaseException:  # stopped while starting (Ctrl-C): no process outlives the app
+        for engine in engines.values():
+            engine.stop()
+        raise
     if errors:
         for engine in engines.values():
             engine.stop()

@@ -408,10 +408,12 @@ INTERRUPTED_MARK = " [interrupted]"
 
 
 def _in_history(result: TurnResult) -> bool:
-    """A turn the next prompt carries: answered, or stopped by the person after some of its
-    reply was heard (kept as heard); a failed one is not."""
-    return bool(result.reply) and (not result.error or result.error == STOPPED)
+    """A turn the next prompt carries: answered, or stopped by the person (with what of its
+    reply was heard, perhaps nothing: their words still were said); a failed one is not."""
+    return result.error == STOPPED or (bool(result.reply) and not result.error)
 
 
 def _as_heard(result: TurnResult) -> str:
-    return result.reply + INTERRUPTED_MARK if result.error == STOPPED else result.reply
+    if result.error != STOPPED:
+        return result.reply
+    return (result.reply + INTERRUPTED_MARK).strip()

@@ -40,11 +40,13 @@ def heard_part(reply: str, spoken: list[tuple[str, float]], played_ms: float) ->
     """The start of `reply` the person heard, given the sentences spoken so far (text, audio
     ms each, in order) and how much audio played: every word of the sentences that played
     out, and of the one playing, the share of its words its played time covers. Cut on word
-    boundaries of `reply` itself (what was spoken is the reply's text cleaned for speech)."""
+    boundaries of `reply` itself (what was spoken is the reply's text cleaned for speech, so
+    only words with a letter or digit are counted on either side: bullets and emphasis are
+    not said)."""
     heard = 0
     start = 0.0
     for text, ms in spoken:
-        n = len(WORD.findall(text))
+        n = len(_words(text))
         if played_ms >= start + ms:
             heard += n
         else:
@@ -52,9 +54,17 @@ def heard_part(reply: str, spoken: list[tuple[str, float]], played_ms: float) ->
                 heard += int(n * max(0.0, played_ms - start) / ms)
             break
         start += ms
-    words = list(WORD.finditer(reply))
+    # words with a letter or digit in them: what speech says of "- **Paris** is", markup aside
+    words = [w for w in WORD.finditer(reply) if _SPOKEN.search(w.group())]
     if heard <= 0:
         return ""
     if heard >= len(words):
         return reply
     return reply[: words[heard - 1].end()]
+
+
+_SPOKEN = re.compile(r"\w")
+
+
+def _words(text: str) -> list[str]:
+    return [w for w in WORD.findall(text) if _SPOKEN.search(w)]

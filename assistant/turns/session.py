@@ -385,8 +385,8 @@ class VoiceSession:
         turn = self._recent.get(report.utterance)
         if turn is None:
             return
-        turn.played_ms = report.played_ms
         if report.interrupted:
+            turn.played_ms = report.played_ms
             playback = turn.playback
             if playback is not None and playback.turn_id and turn.request is not None:
                 heard = heard_part(turn.reply, turn.spoken, report.played_ms)

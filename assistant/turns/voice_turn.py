@@ -36,7 +36,8 @@ class VoiceTurn:
     voiced: bool = False
     """Its reply is spoken (a voice was set): what is kept is what was heard."""
     played_ms: float | None = None
-    """How much of its audio the page says it played (None: no report yet)."""
+    """How much of its audio the page says it played when it was stopped (None: no such report
+    yet; a report that the audio ran out between sentences is not where it stopped)."""
     playback: Playback | None = None
 
     def heard_of(self, reply: str) -> str:

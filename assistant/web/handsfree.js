@@ -117,7 +117,7 @@
     if (m.kind === 'state') setState(m.state);
     else if (m.kind === 'speech') { silence(); show('🎤 …'); }
     else if (m.kind === 'partial') show(`🎤 ${m.text} …`);
-    else if (m.kind === 'turn') show(`🎤 ${m.text}`);
+    else if (m.kind === 'turn') { live.muted = false; show(`🎤 ${m.text}`); }
     else if (m.kind === 'reply') { live.utt = m.utterance; show(`🔊 ${m.text}`); }
     else if (m.kind === 'barge') silence();
     else if (m.kind === 'done') refreshChat();
@@ -142,13 +142,15 @@
     const ws = new WebSocket(where);
     ws.binaryType = 'arraybuffer';
     node.port.onmessage = (e) => {
-      level(e.data.level);
-      if (ws.readyState === 1) ws.send(e.data.pcm);
+      level(live && live.muted ? 0 : e.data.level);
+      // while push-to-talk records, the call hears silence: that recording is the turn (said
+      // to the call by the server), and the call must not take the same words as another
+      if (ws.readyState === 1) ws.send(live && live.muted ? new ArrayBuffer(e.data.pcm.byteLength) : e.data.pcm);
     };
     ws.onmessage = onMessage;
     ws.onopen = () => setState('listening');  // the session speaks only when it has news
     ws.onclose = () => { if (live && live.ws === ws) stop(); };
-    live = { ctx, stream, ws, node, playAt: 0, sources: new Map(), utt: null, heard: {} };
+    live = { ctx, stream, ws, node, playAt: 0, sources: new Map(), utt: null, heard: {}, muted: false };
     show('Listening…');
   }
 
@@ -187,6 +189,12 @@
   // the page's Stop also stops the call's reply (one cancel path: the session's)
   document.addEventListener('click', (e) => {
     if (e.target.closest && e.target.closest('#handsfree button.call-button')) toggle(!live);
+    else if (e.target.closest && e.target.closest('#mic button.record-button') && live) {
+      live.muted = true;  // until the recording stops, or its turn reaches the call
+      clearTimeout(live.unmute);
+      live.unmute = setTimeout(() => { if (live) live.muted = false; }, 130000);  // past the longest recording
+    }
+    else if (e.target.closest && e.target.closest('#mic button.stop-button') && live) live.muted = false;
     else if (e.target.closest && e.target.closest('#stop-button') && live && live.ws.readyState === 1) {
       silence();
       live.ws.send(JSON.stringify({ stop: true }));

@@ -85,7 +85,9 @@ class EngineStatus:
         if self.embedded:
             # our own processes: their supervisors know. No HTTP probe, because llama-cpp-python's
             # server stops a running generation when any request (even GET /models) arrives.
-            up = all(engine.ready.is_set() for engine in self.embedded)
+            # the chat lane's (the first): the deep lane's restart is said by its crash line,
+            # and chat goes on meanwhile
+            up = self.embedded[0].ready.is_set()
             return replace(self.info, reachable=up, error=None if up else "restarting")
         async with self._lock:
             if time.monotonic() - self.checked >= PROBE_CACHE_S:
