@@ -17,7 +17,6 @@ import struct
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
-import httpx
 import numpy as np
 import openai
 
@@ -39,7 +38,9 @@ class RemoteSpeechError(AssistantError):
 def client_for(url: str, key: str | None, timeout_s: float) -> openai.OpenAI:
     """The client of one speech server: its deadline per request, no retries (a retry would
     double a slow server's delay; the caller's fallback, if any, is the retry)."""
-    timeout = httpx.Timeout(timeout_s, connect=min(CONNECT_S, timeout_s))
+    # openai's own Timeout: from 3.6x it is httpx2's and refuses an httpx.Timeout (TypeError:
+    # every remote transcription failed on a fresh install)
+    timeout = openai.Timeout(timeout_s, connect=min(CONNECT_S, timeout_s))
     return openai.OpenAI(base_url=url, api_key=key or "none", timeout=timeout, max_retries=0)
 
 

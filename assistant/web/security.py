@@ -286,7 +286,9 @@ def content_security_policy(sources: Iterable[str] = ()) -> str:
     another site could frame the page).
 
     Inline scripts and `eval` stay allowed: Gradio's page is an inline configuration and its
-    `js=` handlers are compiled from strings. The microphone's AudioWorklet is a `blob:`."""
+    `js=` handlers are compiled from strings. The microphone's AudioWorklet is a `blob:`, and
+    push-to-talk's recording is a `blob:` the page fetches to upload ("Failed to fetch" on a
+    phone over HTTPS, and no turn, without it)."""
     extra = "".join(f" {s}" for s in sources)
     return "; ".join(
         (
@@ -296,7 +298,8 @@ def content_security_policy(sources: Iterable[str] = ()) -> str:
             f"media-src 'self' data: blob:{extra}",
             "style-src 'self' 'unsafe-inline'",
             "font-src 'self' data:",
-            "connect-src 'self'",
+            # blob: and data: the recorder's own audio, read back with fetch() to upload it
+            "connect-src 'self' blob: data:",
             "worker-src 'self' blob:",
             "object-src 'none'",
             "base-uri 'self'",
