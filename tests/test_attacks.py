@@ -548,8 +548,11 @@ def test_the_pages_delegate_button_sends_a_key_per_click(open_app):
             page.set_default_timeout(60_000)
             page.goto(open_app.url)
             handoffs = page.locator("#chatbot [data-testid=bot]", has_text="Handed off")
+            box = page.get_by_placeholder("Type a message")
             for clicks in (1, 2):
-                page.get_by_placeholder("Type a message").fill("summarize the history of tea")
+                # the last turn's clearing of the box has landed: a later one would wipe this text
+                expect(box).to_have_value("")
+                box.fill("summarize the history of tea")
                 page.get_by_role("button", name="Delegate", exact=True).click()
                 expect(handoffs).to_have_count(clicks, timeout=60_000)
         finally:
