@@ -138,8 +138,8 @@ class Settings:
     embedded_threads: int = 1
     """Threads per embedded engine process. llama.cpp's threads spin at every barrier, so when
     another program takes a core, the thread that lost it stalls the other: with two threads a
-    typed turn's worst case went from 0.9 s to 10 s with one core busy, with one from 0.55 s to
-    0.75 s (README, "A busy machine")."""
+    typed turn's p95 went from 345 ms to 18 s with one core busy, with one from 400 to 419 ms
+    (docs/benchmarks.md, "A busy machine")."""
     embedded_per_lane: bool = True
     """One embedded engine process per lane: chat never waits behind a deep prompt (llama.cpp's
     server finishes a prompt before it looks at another request), and its prefix stays cached."""
