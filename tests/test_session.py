@@ -232,13 +232,26 @@ def test_speaking_over_the_reply_stops_it_and_keeps_it_marked_stopped():
     assert "barge" in page.kinds()
 
 
-def test_jfk_at_real_time_is_one_turn():
-    # the real listener and turn-end model; the session merges "Americans," with the rest
+def jfk_pcm() -> bytes:
+    """jfk.flac as 16 kHz int16 PCM, with 0.3 s of silence before and 2 s after."""
     data, rate = sf.read(str(AUDIO / "jfk.flac"), dtype="float32", always_2d=True)
     x = data.mean(axis=1)
     x = np.interp(np.linspace(0, len(x) - 1, int(len(x) * 16000 / rate)), np.arange(len(x)), x)
     audio = np.concatenate([np.zeros(4800), x, np.zeros(32000)])
-    pcm = (np.clip(audio, -1, 1) * 32767).astype("<i2").tobytes()
+    return (np.clip(audio, -1, 1) * 32767).astype("<i2").tobytes()
+
+
+def assert_one_whole_jfk_turn(turns: Turns) -> None:
+    """The session merged "Americans," with the rest: one turn, stored once, the whole."""
+    assert len(turns.stored) == 1, turns.stored
+    (stored,) = turns.stored
+    text = stored[0].lower()
+    assert stored[1] == "done" and "americans" in text and "for your country" in text
+
+
+def test_jfk_at_real_time_is_one_turn():
+    # the real listener and turn-end model; the session merges "Americans," with the rest
+    pcm = jfk_pcm()
 
     async def run():
         turns, page = Turns(), Page()
@@ -262,11 +275,7 @@ def test_jfk_at_real_time_is_one_turn():
             await listener.close()
         return turns
 
-    turns = asyncio.run(run())
-    assert len(turns.stored) == 1, turns.stored
-    (stored,) = turns.stored
-    text = stored[0].lower()
-    assert stored[1] == "done" and "americans" in text and "for your country" in text
+    assert_one_whole_jfk_turn(asyncio.run(run()))
 
 
 class Voice:
@@ -466,11 +475,7 @@ def test_jfk_through_a_stalled_event_loop_is_the_same_one_turn():
 
     stall_s = 0.8
 
-    data, rate = sf.read(str(AUDIO / "jfk.flac"), dtype="float32", always_2d=True)
-    x = data.mean(axis=1)
-    x = np.interp(np.linspace(0, len(x) - 1, int(len(x) * 16000 / rate)), np.arange(len(x)), x)
-    audio = np.concatenate([np.zeros(4800), x, np.zeros(32000)])
-    pcm = (np.clip(audio, -1, 1) * 32767).astype("<i2").tobytes()
+    pcm = jfk_pcm()
     chunks = [pcm[i : i + 3200] for i in range(0, len(pcm), 3200)]
 
     async def stall(stop: asyncio.Event) -> None:
@@ -507,8 +512,4 @@ def test_jfk_through_a_stalled_event_loop_is_the_same_one_turn():
             await listener.close()
         return turns
 
-    turns = asyncio.run(run())
-    assert len(turns.stored) == 1, turns.stored
-    (stored,) = turns.stored
-    text = stored[0].lower()
-    assert stored[1] == "done" and "americans" in text and "for your country" in text
+    assert_one_whole_jfk_turn(asyncio.run(run()))

@@ -103,12 +103,12 @@ def bench_typed(settings: Settings, rounds: int | None, deep: int = 0) -> dict[s
                 _ask(client, history, text)
             out["deep_lanes"] = [_hand_off(client, i) for i in range(deep)]
             samples = [_ask(client, history, QUESTIONS[i % len(QUESTIONS)]) for i in range(rounds)]
-            jobs = client.get("/v1/models").status_code  # the app still answers
+            answering = client.get("/v1/models").status_code  # the app still answers
     ttft = [s["ttft_ms"] for s in samples if s.get("ttft_ms") is not None]
     total = [s["total_ms"] for s in samples if "total_ms" in s]
     out["ttft_ms"] = summary(ttft)
     out["total_ms"] = summary(total)
     out["not_chat_lane"] = sum(s.get("lane") != "chat" for s in samples)
     out["errors"] = [s["error"] for s in samples if "error" in s]
-    out["app_answered_after"] = jobs == 200
+    out["app_answered_after"] = answering == 200
     return out

@@ -35,7 +35,7 @@ from typing import Any
 from assistant.records import TurnEvent, TurnResult, now_ms
 from assistant.speech.listener import Heard, Listener
 from assistant.turns.pipeline import Pipeline, Playback, TurnRequest
-from assistant.turns.playback import Played, heard_part
+from assistant.turns.playback import Played
 from assistant.turns.stream import cancel_all
 from assistant.turns.voice_turn import VoiceTurn
 
@@ -389,7 +389,7 @@ class VoiceSession:
             turn.played_ms = report.played_ms
             playback = turn.playback
             if playback is not None and playback.turn_id and turn.request is not None:
-                heard = heard_part(turn.reply, turn.spoken, report.played_ms)
+                heard = turn.heard_of(turn.reply)
                 await asyncio.to_thread(self.pipeline.cut_heard, playback, heard)
         elif turn is self.turn and report.played_ms >= turn.audio_ms - 50:
             # all it was sent has played: the echo guard is off now, not at an estimate
