@@ -20,11 +20,11 @@ from assistant.engine.client import Engine
 from assistant.engine.generation import PREEMPTED, Generation
 from assistant.engine.lanes import LaneScheduler
 from assistant.errors import AssistantError, BadInput, Busy, EngineUnavailable
+from assistant.prompting.guard import withhold
+from assistant.prompting.prompt import Prompts
 from assistant.records import CRASHED, CUT, INCOMPLETE, Job, Reply
 from assistant.settings import Settings
 from assistant.store.db import Store
-from assistant.turns.guard import withhold
-from assistant.turns.prompt import Prompts
 
 log = logging.getLogger(__name__)
 

@@ -7,13 +7,13 @@ a person (or a client) over it reads which one and what to do; other logins are 
 - calls (`/listen`): `CALLS_PER_LOGIN` (2) per login, `CALLS` (8) in all; the call's
   message (`turns.calls.Calls`).
 - `/v1` requests at once: `max_api_per_user` (8), `max_queue` in all; 429
-  (`web.openai_route.Admission`).
+  (`web.openai.route.Admission`).
 - page and Gradio API turns (Gradio events) waiting or running: `max_turns_per_user` (8);
   429, which the page shows (`cap_page_turns` on Gradio's queue; `max_queue` in all).
 - deep jobs queued or running: `max_jobs_per_user` (5); the page's message, 429 on `/v1`
   (`jobs.JobQueue`).
 - upload bytes per day: `max_upload_bytes_per_day` (64 MB), page uploads and `/v1/audio`
-  together; 429 (`DailyBytes`, counted in `web.security` and `web.openai_audio`).
+  together; 429 (`DailyBytes`, counted in `web.edge.security` and `web.openai.audio`).
 - places on the speech pools: `SPEECH_SHARE` (1) per login; a login's next call waits for its
   last, so logins take turns (`speech.pools.SpeechPools.share`).
 

@@ -24,13 +24,13 @@ from assistant.errors import EngineUnavailable
 from assistant.jobs import JobQueue, JobWorker
 from assistant.loop_lag import LoopLag
 from assistant.metrics import AppMetrics
+from assistant.prompting.prompt import Prompts
 from assistant.settings import Settings
 from assistant.store.db import Store
 from assistant.turns.calls import Calls
 from assistant.turns.chat import ChatService
 from assistant.turns.conversations import Conversations
 from assistant.turns.pipeline import Pipeline
-from assistant.turns.prompt import Prompts
 
 log = logging.getLogger(__name__)
 

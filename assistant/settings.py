@@ -151,10 +151,10 @@ class Settings:
     usually ends it after 200 ms; see `speech.listener.ListenConfig.fallback_ms`)."""
     tls_cert: Path | None = None
     tls_key: Path | None = None
-    """PEM files: serve HTTPS with them (see `web.tls`); both or neither."""
+    """PEM files: serve HTTPS with them (see `web.edge.tls`); both or neither."""
     allowed_hosts: tuple[str, ...] = ()
     """Host names served besides localhost and loopback addresses (and the `--tls`
-    certificate's names); any other `Host` is refused (`web.exposure`, DNS rebinding)."""
+    certificate's names); any other `Host` is refused (`web.edge.exposure`, DNS rebinding)."""
     trusted_proxies: tuple[str, ...] = ()
     """Addresses or networks of reverse proxies whose forwarded headers (`X-Forwarded-For`,
     `X-Forwarded-Proto`) are believed (`ASSISTANT_TRUSTED_PROXIES`); default none: the
@@ -162,7 +162,7 @@ class Settings:
     page_sources: tuple[str, ...] = ()
     """Other origins the page may load images, media and scripts from
     (`ASSISTANT_PAGE_SOURCES`, e.g. `https://images.example.org`); default none: the content
-    security policy allows the app's own origin only (`web.security.CSP`)."""
+    security policy allows the app's own origin only (`web.edge.security.CSP`)."""
 
     @property
     def admin_logins(self) -> tuple[str, ...]:
@@ -252,7 +252,7 @@ def _parse_sources(raw: Any) -> tuple[str, ...]:
 
 def _tls_files(cert: Any, key: Any) -> tuple[Path | None, Path | None]:
     """The TLS certificate and key paths, both or neither, each an existing file (what is in
-    them is checked when the server starts: `web.tls.load_certificate`)."""
+    them is checked when the server starts: `web.edge.tls.load_certificate`)."""
     if not cert and not key:
         return None, None
     if not cert or not key:

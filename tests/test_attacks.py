@@ -214,7 +214,7 @@ def run_tls_app(data: Path, engine: str) -> Iterator[str]:
 
 
 def test_the_names_of_the_tls_certificate_are_served(sim, tmp_path):
-    from assistant.web.tls import load_certificate
+    from assistant.web.edge.tls import load_certificate
 
     data = tmp_path / "tls"
     data.mkdir()
@@ -861,7 +861,7 @@ def test_logout_ends_the_logins_open_call(guarded):
 
 def test_a_cut_stream_does_not_say_it_ran_out_of_tokens():
     from assistant.records import TurnResult
-    from assistant.web.openai_wire import finish_of
+    from assistant.web.openai.wire import finish_of
 
     for why in ("cut", "stalled", "crashed", "timeout", "interrupted"):
         cut = TurnResult("half an ans", "chat", "r", why, incomplete=True)

@@ -9,11 +9,11 @@ import pytest
 from assistant.engine.lanes import LaneScheduler
 from assistant.errors import BadInput
 from assistant.jobs import JobQueue
+from assistant.prompting.prompt import Prompts
 from assistant.records import Message, RouteDecision
 from assistant.store.db import Store
 from assistant.turns.chat import EXHAUSTED_MESSAGE, ChatService
 from assistant.turns.pipeline import Pipeline, TurnRequest
-from assistant.turns.prompt import Prompts
 from tests.conftest import sim_engine, sim_settings
 from tests.simengine_proc import sim_requests, sim_reset
 
@@ -205,8 +205,8 @@ async def test_injection_on_the_chat_lane_changes_nothing_and_leaks_nothing(sim_
     system message when asked to reveal it, as a model with no defences would): the request
     keeps the chat lane's shape, and the reply shown, stored and sent back as history holds
     no run of the system prompt."""
+    from assistant.prompting.guard import WITHHELD
     from assistant.routing.router import Router
-    from assistant.turns.guard import WITHHELD
 
     s = sim_settings(settings, sim_url)
     chat = _service(s, sim_engine(sim_url))

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from assistant.engine.lanes import LaneScheduler
 from assistant.jobs import JobQueue
+from assistant.prompting.prompt import Prompts
 from assistant.store.db import Store
 from assistant.turns.chat import ChatService
 from assistant.turns.pipeline import Pipeline, TurnRequest
-from assistant.turns.prompt import Prompts
 from tests.conftest import sim_engine, sim_settings
 from tests.simengine_proc import sim_requests, sim_reset
 from tests.test_chat import StubRouter

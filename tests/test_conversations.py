@@ -12,8 +12,8 @@ from assistant.records import Timings, TurnResult
 from assistant.store.db import Store
 from assistant.store.schema import MIGRATIONS
 from assistant.turns.conversations import Conversations
-from assistant.web.conversations_panel import label
-from assistant.web.turns import history_of, voice_of
+from assistant.web.page.conversations_panel import label
+from assistant.web.page.turns import history_of, voice_of
 
 
 def result(reply: str, **kw) -> TurnResult:
@@ -153,7 +153,7 @@ def test_voice_settings_stay_disabled_until_the_logins_own_values_are_loaded(con
     import gradio as gr
 
     from assistant.settings import Settings
-    from assistant.web.conversations_panel import VoiceSettings, build_voice_panel
+    from assistant.web.page.conversations_panel import VoiceSettings, build_voice_panel
 
     settings = Settings()
     with gr.Blocks():
@@ -175,7 +175,7 @@ def test_two_quick_voice_changes_are_both_kept_whichever_is_saved_first(convs):
     # the page sends the rate's release and the speech box as two events that may run in
     # either order; each saving every control put back the value the other had just changed
     from assistant.settings import Settings
-    from assistant.web.conversations_panel import VoiceSettings
+    from assistant.web.page.conversations_panel import VoiceSettings
 
     voices = VoiceSettings(convs, Settings())
     player = voices.save_speak(False, None)  # the box unticked, saved first...

@@ -12,8 +12,8 @@ from pathlib import Path
 
 from assistant.engine.lanes import LaneScheduler
 from assistant.jobs import JobQueue, JobWorker
+from assistant.prompting.prompt import Prompts
 from assistant.store.db import Store
-from assistant.turns.prompt import Prompts
 from tests.conftest import sim_engine, sim_settings
 from tests.simengine_proc import run_simengine
 from tests.waiting import until, wait_until

@@ -16,8 +16,8 @@ from assistant.metrics import parse_engine_metrics
 from assistant.records import Timings, TurnResult
 from assistant.stats import percentile
 from assistant.store.db import Store
-from assistant.web.dashboard import EngineWatch, bar_order, engine_markdown, latency_frame
 from assistant.web.metrics_route import scrape_allowed
+from assistant.web.page.dashboard import EngineWatch, bar_order, engine_markdown, latency_frame
 from tests.app_proc import free_port, run_app
 from tests.simengine_proc import root_url, run_simengine, sim_reset
 from tests.waiting import wait_until
@@ -307,7 +307,7 @@ def page_request(user: str | None, peer: str, **headers: str):
 def test_the_engines_details_are_for_this_machine_and_admins_only():
     # every login's Dashboard showed the engine's URL (issue 38, item 5)
     from assistant.settings import Settings
-    from assistant.web.dashboard_panel import ADMINS_ONLY, Dash, sees_engine
+    from assistant.web.page.dashboard_panel import ADMINS_ONLY, Dash, sees_engine
 
     two = Settings(auth=(("ann", "a"), ("bob", "b")))
     assert two.admin_logins == ("ann",)  # by default the first login

@@ -269,7 +269,7 @@ async def test_engine_killed_mid_turn_is_reported_and_restarted(runtime):
     assert crash.pid == killed and "SIGSEGV" in crash.cause and crash.log_tail
     assert deep.restarts == restarts + 1 and deep.pid != killed
     # the banner says so, and the restarted engine answers the next turn
-    from assistant.web.page import EngineStatus
+    from assistant.web.page.page import EngineStatus
 
     status = EngineStatus(
         runtime.info,

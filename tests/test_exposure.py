@@ -7,8 +7,8 @@ from dataclasses import replace
 
 import pytest
 
-from assistant.web.exposure import Exposure, host_name
-from assistant.web.login_wall import Owners, ids_in_path, is_public
+from assistant.web.edge.exposure import Exposure, host_name
+from assistant.web.edge.login_wall import Owners, ids_in_path, is_public
 
 LOCAL = {"client": ("127.0.0.1", 5000), "server": ("127.0.0.1", 7860)}
 
@@ -73,7 +73,7 @@ def test_ids_in_paths_and_owners():
 
 
 def test_login_failures_count_an_ipv6_client_by_its_64():
-    from assistant.web.security import client_network
+    from assistant.web.edge.security import client_network
 
     assert client_network("2001:db8:1:2::5") == client_network("2001:db8:1:2:ffff::9")
     assert client_network("2001:db8:1:3::5") != client_network("2001:db8:1:2::5")

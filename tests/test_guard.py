@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from assistant.prompting.guard import WITHHELD, PromptGuard, guarded, withhold
+from assistant.prompting.prompt import Prompts
 from assistant.records import StreamEvent
-from assistant.turns.guard import WITHHELD, PromptGuard, guarded, withhold
-from assistant.turns.prompt import Prompts
 
 SYSTEM = Prompts.load().system
 

@@ -23,8 +23,8 @@ import pytest
 from openai import OpenAI
 
 from assistant.store.db import Store
-from assistant.web.housekeeping import Chore, answer, recognise
-from assistant.web.openai_route import MODEL
+from assistant.web.openai.housekeeping import Chore, answer, recognise
+from assistant.web.openai.route import MODEL
 from tests.app_proc import App, run_app
 from tests.simengine_proc import root_url, run_simengine, sim_requests, sim_reset
 
@@ -260,7 +260,7 @@ def test_a_persons_messages_are_not_housekeeping() -> None:
 
 def test_folded_thinking_in_an_earlier_answer_is_not_part_of_the_history() -> None:
     from assistant.settings import Settings
-    from assistant.web.openai_wire import parse
+    from assistant.web.openai.wire import parse
 
     shown = '<details type="reasoning" done="true" duration="3">\n> hmm\n</details>\nParis.'
     body = {"model": MODEL, "messages": [

@@ -7,9 +7,9 @@ from dataclasses import replace
 
 from assistant.engine.lanes import LaneScheduler
 from assistant.jobs import JobQueue, JobWorker
+from assistant.prompting.prompt import Prompts
 from assistant.records import Message
 from assistant.store.db import Store
-from assistant.turns.prompt import Prompts
 from tests.conftest import sim_engine, sim_settings
 from tests.fakes import FakeEngine
 from tests.simengine_proc import sim_requests

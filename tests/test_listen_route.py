@@ -16,8 +16,8 @@ from starlette.websockets import WebSocketDisconnect
 
 from assistant.settings import Settings
 from assistant.turns.calls import Calls
-from assistant.web import listen_route
-from assistant.web.listen_route import add_listen_route
+from assistant.web import call as listen_route
+from assistant.web.call import add_listen_route
 
 
 class Speech:
@@ -116,7 +116,7 @@ def test_the_calls_path_loads_no_gradio():
     import sys
 
     code = (
-        "import sys, assistant.web.listen_route, assistant.turns.session, "
+        "import sys, assistant.web.call, assistant.turns.session, "
         "assistant.speech.models; print('gradio' in sys.modules)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

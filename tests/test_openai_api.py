@@ -23,7 +23,8 @@ from openai import AsyncOpenAI, OpenAI
 from starlette.requests import Request
 
 from assistant.store.db import Store
-from assistant.web.openai_route import (
+from assistant.web.edge.security import LoginThrottle
+from assistant.web.openai.route import (
     MODEL,
     ApiError,
     Gate,
@@ -32,7 +33,6 @@ from assistant.web.openai_route import (
     parse,
     unsent,
 )
-from assistant.web.security import LoginThrottle
 from tests.app_proc import App, run_app
 from tests.simengine_proc import run_simengine
 
@@ -563,7 +563,7 @@ def test_the_gate_with_logins_maps_a_bearer_to_its_login() -> None:
 def test_threads_continue_by_history_per_owner_and_bounded(tmp_path: Path, monkeypatch) -> None:
     from assistant.records import TurnResult
     from assistant.turns.conversations import Conversations
-    from assistant.web import threads as threads_module
+    from assistant.web.openai import threads as threads_module
 
     store = Store(tmp_path / "a.db")
     threads = Threads(Conversations(store))

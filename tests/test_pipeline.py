@@ -12,12 +12,12 @@ import numpy as np
 
 from assistant.engine.lanes import LaneScheduler
 from assistant.jobs import JobQueue
+from assistant.prompting.prompt import Prompts
 from assistant.records import AudioChunk, RouteDecision, Transcript, TurnEvent, TurnResult
 from assistant.speech.audio import wav_bytes
 from assistant.store.db import Store
 from assistant.turns.chat import ChatService
 from assistant.turns.pipeline import Pipeline, TurnRequest
-from assistant.turns.prompt import Prompts
 from assistant.turns.voice import NOT_CAUGHT
 from tests.fakes import FakeEngine
 

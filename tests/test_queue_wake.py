@@ -1,4 +1,4 @@
-"""Gradio's queue woken by work (`web.queue_wake`): events still run, at once, and an idle
+"""Gradio's queue woken by work (`web.page.queue_wake`): events still run, at once, and an idle
 queue does not look for work over and over."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ def test_the_woken_queue_runs_events_and_rests_when_idle() -> None:
     import gradio as gr
     from gradio_client import Client
 
-    from assistant.web.queue_wake import USES, wake_on_work
+    from assistant.web.page.queue_wake import USES, wake_on_work
 
     with gr.Blocks() as demo:
         box = gr.Textbox()
@@ -47,7 +47,7 @@ def test_the_woken_queue_runs_events_and_rests_when_idle() -> None:
 
 
 def test_a_queue_it_was_not_written_for_is_left_polling() -> None:
-    from assistant.web.queue_wake import wake_on_work
+    from assistant.web.page.queue_wake import wake_on_work
 
     class Other:
         push = None

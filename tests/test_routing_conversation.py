@@ -41,6 +41,7 @@ import pytest
 from assistant.cli import main as cli_main
 from assistant.engine.lanes import LaneScheduler
 from assistant.jobs import JobQueue
+from assistant.prompting.prompt import Prompts
 from assistant.records import Message, StreamEvent
 from assistant.routing.batch import RouteBatcher
 from assistant.routing.conversation import Conversation, find_offer, read
@@ -49,8 +50,7 @@ from assistant.settings import LaneConfig
 from assistant.store.db import Store
 from assistant.turns.chat import ChatService
 from assistant.turns.pipeline import Pipeline, TurnRequest
-from assistant.turns.prompt import Prompts
-from assistant.web.openai_wire import parse
+from assistant.web.openai.wire import parse
 from scripts.eval_router import CONVERSATIONS, load_conversations, score_conversations
 from scripts.train_router import training_set, twins
 from tests.fakes import FakeEngine
@@ -319,7 +319,7 @@ def test_cli_route_with_history(tmp_path: Path, capsys, monkeypatch):
 
 def test_the_page_shows_an_offer_under_its_reply():
     from assistant.records import TurnResult
-    from assistant.web.turns import meta_line
+    from assistant.web.page.turns import meta_line
 
     line = meta_line(TurnResult("... shall I?", "chat", "classifier 0.90", "stop", offer=PLAN))
     assert f"offer: {PLAN} (say yes to hand it off)" in line

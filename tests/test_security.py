@@ -19,7 +19,7 @@ from gradio_client import Client, handle_file
 
 from assistant.settings import Settings
 from assistant.store.db import Store
-from assistant.web.security import LoginThrottle, blocked_paths, launch_options, same_origin
+from assistant.web.edge.security import LoginThrottle, blocked_paths, launch_options, same_origin
 from tests.app_proc import App, run_app
 from tests.conftest import AUDIO
 from tests.page_session import PageSession
@@ -344,7 +344,7 @@ def test_throttle_counts_many_user_names_from_one_address():
 
 
 def test_throttle_memory_is_bounded(monkeypatch):
-    monkeypatch.setattr("assistant.web.security.MAX_TRACKED", 100)
+    monkeypatch.setattr("assistant.web.edge.security.MAX_TRACKED", 100)
     t = LoginThrottle()
     for i in range(1000):
         t.failed(f"user{i}", f"10.0.{i // 250}.{i % 250}")

@@ -342,8 +342,8 @@ def test_a_job_notice_is_said_in_the_call_once_it_is_quiet_and_never_stored():
 def test_the_page_hands_a_typed_question_to_the_open_call_and_runs_none_itself():
     from assistant.settings import Settings
     from assistant.turns.calls import Calls
-    from assistant.web.turns import Session
-    from assistant.web.turns import Turns as PageTurns
+    from assistant.web.page.turns import Session
+    from assistant.web.page.turns import Turns as PageTurns
 
     class Call:
         owner, conversation_id = "local", "c1"
@@ -374,8 +374,8 @@ def test_push_to_talk_during_a_call_is_a_turn_of_the_call_and_the_page_plays_not
     microphone and be heard as the person."""
     from assistant.records import Transcript
     from assistant.turns.calls import Calls
-    from assistant.web.turns import Session
-    from assistant.web.turns import Turns as PageTurns
+    from assistant.web.page.turns import Session
+    from assistant.web.page.turns import Turns as PageTurns
 
     class Stt:
         def transcribe(self, samples, **kw):

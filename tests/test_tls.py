@@ -1,5 +1,5 @@
 """HTTPS settings and certificates: the self-signed one made once and reused, given PEM files
-checked with a one-line error, Secure login cookies over TLS (`assistant.web.tls`)."""
+checked with a one-line error, Secure login cookies over TLS (`assistant.web.edge.tls`)."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from cryptography.hazmat.primitives import serialization
 
 from assistant.errors import ConfigError
 from assistant.settings import load_settings
-from assistant.web import tls
-from assistant.web.tls import SecureCookies, secure_cookie
+from assistant.web.edge import tls
+from assistant.web.edge.tls import SecureCookies, secure_cookie
 
 NAMES = ["localhost", "phone-box", "phone-box.local", "127.0.0.1", "::1", "192.168.1.20"]
 

@@ -6,8 +6,8 @@ from types import SimpleNamespace
 
 from assistant.engine.client import Engine, collect
 from assistant.engine.transcript import CONTINUE, TranscriptPrompt
+from assistant.prompting.prompt import Prompts
 from assistant.records import Message
-from assistant.turns.prompt import Prompts
 
 OPENING = "A conversation.\n\nUser: hi\nAssistant: Hello."
 T = TranscriptPrompt(OPENING, "User: task\nAssistant: Long answer.\n\nIn paragraphs.")

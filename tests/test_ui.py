@@ -13,7 +13,7 @@ import pytest
 from gradio_client import Client, handle_file
 
 from assistant.store.db import Store
-from assistant.web.security import is_loopback
+from assistant.web.edge.security import is_loopback
 from tests.app_proc import REPO, App, app_env, free_port, run_app
 from tests.conftest import AUDIO
 from tests.simengine_proc import run_simengine

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from assistant.runtime import EngineInfo
 from assistant.speech.models import SpeechModels
-from assistant.web.page import EngineStatus
+from assistant.web.page.page import EngineStatus
 
 
 async def test_banner_shows_speech_model_loading_until_warm(settings):

@@ -12,10 +12,10 @@ from assistant.devtools.vllm_server import FLAGS, VllmServer
 from assistant.engine.client import Engine, build_client
 from assistant.engine.lanes import LaneScheduler
 from assistant.jobs import JobQueue
+from assistant.prompting.prompt import Prompts
 from assistant.store.db import Store
 from assistant.turns.chat import ChatService
 from assistant.turns.pipeline import Pipeline, TurnRequest
-from assistant.turns.prompt import Prompts
 from tests.conftest import sim_settings
 from tests.test_chat import StubRouter
 from tests.test_chat_jobs_note import ASKED, OFFER, PLAN

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import time
 
-from assistant.web.page import STAMP_SENT_JS
-from assistant.web.turns import MAX_CLOCK_GAP_MS, waited_ms
+from assistant.web.page.page import STAMP_SENT_JS
+from assistant.web.page.turns import MAX_CLOCK_GAP_MS, waited_ms
 
 
 def test_the_wait_since_the_page_sent_the_recording_counts():

@@ -49,7 +49,7 @@ def _env(**extra: str) -> dict[str, str]:
 def test_the_installed_package_is_the_wheel_not_the_checkout(installed, tmp_path):
     where = subprocess.run(
         [str(installed / "bin" / "python"), "-c",
-         "import assistant.turns.prompt as p; print(p.__file__); print(p.PROMPTS_DIR)"],
+         "import assistant.prompting.prompt as p; print(p.__file__); print(p.PROMPTS_DIR)"],
         cwd=tmp_path, env=_env(), capture_output=True, text=True, check=True,
     ).stdout.split()  # fmt: skip
     assert all(str(installed) in line for line in where), where

@@ -1,7 +1,7 @@
 """Hands-free listening: voice activity detection on a live microphone stream, a transcript
 that grows while the person speaks, and the end of their turn decided by a turn-end model.
 
-The page streams 16 kHz int16 PCM in real time (`web.listen_route`); `Listener.feed` runs
+The page streams 16 kHz int16 PCM in real time (`web.call`); `Listener.feed` runs
 Silero VAD frame by frame (32 ms) and queues what happened (`Heard`):
 
     speech      someone started speaking (barge-in)

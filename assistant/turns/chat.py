@@ -17,6 +17,8 @@ from assistant.engine.generation import YIELDED, Generation
 from assistant.engine.lanes import LaneScheduler
 from assistant.engine.transcript import resumed
 from assistant.errors import AssistantError, BadInput, BudgetExhausted, ended_early
+from assistant.prompting.guard import guarded
+from assistant.prompting.prompt import Prompts, job_status
 from assistant.records import (
     STOPPED,
     Message,
@@ -30,9 +32,7 @@ from assistant.routing.batch import RouteBatcher
 from assistant.routing.conversation import Conversation, find_offer, offered_task
 from assistant.settings import LaneConfig, Settings
 from assistant.store.db import Store
-from assistant.turns.guard import guarded
 from assistant.turns.job_stream import follow
-from assistant.turns.prompt import Prompts, job_status
 from assistant.turns.recorder import Recorder
 
 if TYPE_CHECKING:

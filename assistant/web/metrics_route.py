@@ -17,7 +17,7 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 
 from assistant.runtime import Runtime
-from assistant.web.exposure import FORWARDED, is_loopback
+from assistant.web.edge.exposure import FORWARDED, is_loopback
 
 
 def scrape_allowed(request: Request, auth_on: bool) -> bool:

@@ -23,7 +23,7 @@ from assistant.app_client import announce, local_url, new_secret, withdraw
 from assistant.limits import cap_page_turns
 from assistant.runtime import Runtime
 from assistant.settings import Settings
-from assistant.web.security import is_loopback
+from assistant.web.edge.security import is_loopback
 from assistant.worker import worker_process
 
 if TYPE_CHECKING:  # gradio loads only when the app serves
@@ -115,7 +115,7 @@ def serve(
             file=sys.stderr,
         )
         return 2
-    from assistant.web.tls import SecureCookies, describe, server_certificate
+    from assistant.web.edge.tls import SecureCookies, describe, server_certificate
 
     # checked (or made) before anything slow starts: a bad file is a one-line error at once
     certificate = server_certificate(
@@ -134,8 +134,8 @@ def serve(
     from starlette.middleware import Middleware
 
     from assistant.speech.models import SpeechModels
-    from assistant.web.page import PAGE_CSS, PAGE_HEAD, build_ui
-    from assistant.web.security import edge_middleware, launch_options
+    from assistant.web.edge.security import edge_middleware, launch_options
+    from assistant.web.page.page import PAGE_CSS, PAGE_HEAD, build_ui
 
     rt = Runtime(settings)
     pidfile = settings.data_dir / "serve.pid"
@@ -184,7 +184,7 @@ def serve(
             state_session_capacity=SESSION_STATES,
             app_kwargs={
                 "lifespan": lifespan(rt, speech, worker, local_secret),
-                # over HTTPS, login cookies are Secure (assistant.web.tls)
+                # over HTTPS, login cookies are Secure (assistant.web.edge.tls)
                 # the certificate's names are served like ASSISTANT_ALLOWED_HOSTS
                 "middleware": [
                     *edge_middleware(settings, certificate.names if certificate else ()),
@@ -219,19 +219,19 @@ def add_routes(
     app: Any, rt: Runtime, speech: SpeechModels, local_secret: str | None = None
 ) -> None:
     """The app's own routes beside Gradio's: `/metrics` (`assistant.web.metrics_route`),
-    the hands-free microphone stream `/listen` (`assistant.web.listen_route`) and the
-    OpenAI-compatible `/v1/...` (`assistant.web.openai_route`)."""
+    the hands-free microphone stream `/listen` (`assistant.web.call`) and the
+    OpenAI-compatible `/v1/...` (`assistant.web.openai.route`)."""
     from assistant.web.metrics_route import add_metrics_route
 
     add_metrics_route(app, rt)
-    from assistant.web.listen_route import add_listen_route
+    from assistant.web.call import add_listen_route
 
     add_listen_route(app, rt, speech)
     # the OpenAI-compatible API: a turn per request, outside Gradio's queue
-    from assistant.web.openai_route import add_openai_routes
+    from assistant.web.openai.route import add_openai_routes
 
     route = add_openai_routes(app, rt.turns, rt.conversations, rt.settings, local_secret)
-    from assistant.web.openai_audio import add_audio_routes
+    from assistant.web.openai.audio import add_audio_routes
 
     add_audio_routes(app, route, speech, rt.settings)  # its speech, under the same gate
 
@@ -256,8 +256,8 @@ def quiet_queue(demo: Any) -> None:
             log.warning("Gradio's queue has no %s; idle polling stays at its default", name)
             continue
         setattr(queue, name, value)
-    # and with nothing to do it waits to be woken rather than polling (assistant.web.queue_wake)
-    from assistant.web.queue_wake import wake_on_work
+    # with nothing to do it waits to be woken rather than polling (web.page.queue_wake)
+    from assistant.web.page.queue_wake import wake_on_work
 
     wake_on_work(queue)
 

@@ -25,7 +25,7 @@ from urllib.parse import parse_qs, urlsplit
 from assistant.limits import DailyBytes
 from assistant.limits import uploads as uploads_per_day
 from assistant.settings import Settings
-from assistant.web.asgi import (
+from assistant.web.edge.asgi import (
     Receive,
     Scope,
     Send,
@@ -37,8 +37,8 @@ from assistant.web.asgi import (
     refuse,
     replay,
 )
-from assistant.web.exposure import Exposure, Refusal, is_loopback  # noqa: F401  (re-exported)
-from assistant.web.login_wall import LoginWall
+from assistant.web.edge.exposure import Exposure, Refusal, is_loopback  # noqa: F401  (re-exported)
+from assistant.web.edge.login_wall import LoginWall
 
 LOGIN_BODY_MAX = 16 * 1024
 """A login form is two short fields; anything bigger is not a login."""

@@ -20,8 +20,8 @@ from urllib.parse import parse_qs
 
 from starlette.requests import cookie_parser
 
-from assistant.web.asgi import Message, Receive, Scope, Send, TooLarge, read_body, replay
-from assistant.web.exposure import Refusal
+from assistant.web.edge.asgi import Message, Receive, Scope, Send, TooLarge, read_body, replay
+from assistant.web.edge.exposure import Refusal
 
 PUBLIC_PAGES = frozenset(
     {"/", "/favicon.ico", "/robots.txt", "/manifest.json", "/theme.css", "/logout",

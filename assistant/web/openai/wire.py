@@ -1,5 +1,5 @@
 """The OpenAI-compatible API's wire format: parsing a request, errors, the per-login threads of
-conversations, admission gates and the event stream (used by `web.openai_route`).
+conversations, admission gates and the event stream (used by `web.openai.route`).
 """
 
 from __future__ import annotations
@@ -26,10 +26,10 @@ from assistant.errors import (
 )
 from assistant.records import RouteDecision, TurnResult
 from assistant.settings import Settings
-from assistant.web.housekeeping import Chore, recognise
+from assistant.web.edge.security import LoginThrottle, is_loopback
 from assistant.web.metrics_route import FORWARDED
-from assistant.web.security import LoginThrottle, is_loopback
-from assistant.web.shown_thinking import strip_shown_thinking
+from assistant.web.openai.housekeeping import Chore, recognise
+from assistant.web.openai.shown_thinking import strip_shown_thinking
 
 MODEL = "assistant"
 """The one model this server lists: the assistant, lanes and router included."""

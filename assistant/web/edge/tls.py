@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from assistant.errors import ConfigError
-from assistant.web.security import is_loopback
+from assistant.web.edge.security import is_loopback
 
 VALID_DAYS = 825
 """The longest validity Apple's devices accept for a TLS server certificate."""

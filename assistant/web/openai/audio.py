@@ -29,10 +29,10 @@ from assistant.speech.audio import load_audio, resample_int16
 from assistant.speech.models import SpeechModels
 from assistant.speech.pools import speech_pools
 from assistant.speech.remote import PCM_RATE, RemoteSpeechError
-from assistant.web.asgi import TooLarge, read_body
-from assistant.web.openai_route import OpenAIRoute
-from assistant.web.openai_wire import ApiError, read_json
-from assistant.web.security import MULTIPART_SLACK
+from assistant.web.edge.asgi import TooLarge, read_body
+from assistant.web.edge.security import MULTIPART_SLACK
+from assistant.web.openai.route import OpenAIRoute
+from assistant.web.openai.wire import ApiError, read_json
 
 TRANSCRIPT_FORMATS = ("json", "text", "verbose_json")
 SPEECH_FORMATS = {"wav": "audio/wav", "pcm": "audio/pcm"}

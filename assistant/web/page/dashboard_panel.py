@@ -1,6 +1,6 @@
 """The page's dashboard: per-lane latency plots and the engine panel, refreshed by a timer.
 
-The numbers come from `assistant.web.dashboard`; this module only places and wires them.
+The numbers come from `assistant.web.page.dashboard`; this module only places and wires them.
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ import gradio as gr
 from assistant.loop_lag import LoopLag
 from assistant.settings import Settings
 from assistant.turns.conversations import Conversations
-from assistant.web.dashboard import EngineWatch, bar_order, engine_markdown, latency_frame
-from assistant.web.exposure import FORWARDED, is_loopback
-from assistant.web.turns import owner_of
+from assistant.web.edge.exposure import FORWARDED, is_loopback
+from assistant.web.page.dashboard import EngineWatch, bar_order, engine_markdown, latency_frame
+from assistant.web.page.turns import owner_of
 
 REFRESH_S = 5.0
 """How often an open page refreshes the plots and the engine panel (the engine is read at

@@ -14,8 +14,8 @@ import hmac
 from starlette.requests import Request
 
 from assistant.app_client import LOCAL_OWNER, SECRET_HEADER
-from assistant.web.exposure import FORWARDED, is_loopback
-from assistant.web.openai_wire import ApiError, Gate
+from assistant.web.edge.exposure import FORWARDED, is_loopback
+from assistant.web.openai.wire import ApiError, Gate
 
 
 class LocalGate:

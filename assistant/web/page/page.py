@@ -17,8 +17,8 @@ import gradio as gr
 from assistant.engine.embedded import EmbeddedEngine
 from assistant.runtime import EngineInfo, Runtime, probe
 from assistant.settings import Settings
-from assistant.web.api import Api, add_api
-from assistant.web.conversations_panel import (
+from assistant.web.page.api import Api, add_api
+from assistant.web.page.conversations_panel import (
     CLOSE_SIDEBAR_ON_PHONE_JS,
     ConversationsPanel,
     Library,
@@ -26,11 +26,11 @@ from assistant.web.conversations_panel import (
     build_conversations_panel,
     build_voice_panel,
 )
-from assistant.web.dashboard import EngineWatch
-from assistant.web.dashboard_panel import REFRESH_S as DASH_REFRESH_S
-from assistant.web.dashboard_panel import Dash, add_dashboard
-from assistant.web.jobs_panel import Jobs, build_jobs_panel
-from assistant.web.turns import Session, SpeechModels, Turns
+from assistant.web.page.dashboard import EngineWatch
+from assistant.web.page.dashboard_panel import REFRESH_S as DASH_REFRESH_S
+from assistant.web.page.dashboard_panel import Dash, add_dashboard
+from assistant.web.page.jobs_panel import Jobs, build_jobs_panel
+from assistant.web.page.turns import Session, SpeechModels, Turns
 
 BANNER_EVERY_S = 10.0
 PROBE_CACHE_S = 5.0

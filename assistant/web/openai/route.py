@@ -5,7 +5,7 @@ A request is a turn through the same pipeline as the page's: the router decides 
 the last user message (a deep decision becomes a job whose reasoning and answer the reply
 streams as the job runs, or the hand-off text when the request asks for it with `"wait": false`),
 the lane scheduler admits it, and the turn is stored in one of the login's conversations, so it
-shows in the page's sidebar. A client's own housekeeping (`web.housekeeping`: titles, tags,
+shows in the page's sidebar. A client's own housekeeping (`web.openai.housekeeping`: titles, tags,
 follow-ups) takes the chat lane and no conversation, and is answered as its prompt asks. History
 comes from the request's messages; the assistant's own system prompt leads (a client's system
 messages are not used: no prompt is reachable through a request).
@@ -39,9 +39,10 @@ from assistant.settings import Settings
 from assistant.turns.chat import check_text
 from assistant.turns.conversations import Conversations
 from assistant.turns.pipeline import Pipeline, TurnRequest
-from assistant.web import housekeeping
-from assistant.web.local_gate import LocalGate
-from assistant.web.openai_wire import (  # noqa: F401  (re-exported)
+from assistant.web.edge.local_gate import LocalGate
+from assistant.web.openai import housekeeping
+from assistant.web.openai.threads import THREADS_KEPT, Threads, thread_key  # noqa: F401
+from assistant.web.openai.wire import (  # noqa: F401  (re-exported)
     CONVERSATION_HEADER,
     EFFORT_LANES,
     MAX_BODY_BYTES,
@@ -67,7 +68,6 @@ from assistant.web.openai_wire import (  # noqa: F401  (re-exported)
     text_of,
     usage_of,
 )
-from assistant.web.threads import THREADS_KEPT, Threads, thread_key  # noqa: F401
 
 log = logging.getLogger(__name__)
 

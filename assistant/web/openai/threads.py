@@ -9,7 +9,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from assistant.turns.conversations import Conversations
-from assistant.web.openai_wire import ApiError
+from assistant.web.openai.wire import ApiError
 
 THREADS_KEPT = 10_000
 """Conversations remembered by their history, most recent first (memory stays bounded)."""

@@ -21,7 +21,7 @@ from assistant.turns.chat import check_text
 from assistant.turns.conversations import Conversations
 from assistant.turns.pipeline import Pipeline
 from assistant.turns.voice import transcribe
-from assistant.web.turns import SpeechModels, owner_of
+from assistant.web.page.turns import SpeechModels, owner_of
 
 
 class Api:
