@@ -42,14 +42,15 @@ def chat(args: argparse.Namespace, settings: Settings) -> int:
             return _chat_through(app, text, args, settings)
         finally:
             app.close()
+    from assistant.session import Ask
     from assistant.turns.chat import raise_for
 
     with runtime(settings) as rt:
-        cid = _conversation(rt.store, args)
-        cid = cid or rt.store.new_conversation(LOCAL, title=text)
-        result = asyncio.run(
-            rt.turns.ask(text, conversation_id=cid, force_deep=args.deep, deep_inline=True)
-        )
+        session = rt.sessions.of(LOCAL, _conversation(rt.store, args), strict=True, title=text)
+        cid = session.conversation_id
+        result = asyncio.run(session.run(Ask(text=text, force_deep=args.deep, deep_inline=True)))
+        if result is None:
+            raise AssistantError("the turn was stopped")
     if args.json:
         print_json({**result.as_json(), "conversation_id": cid})
     else:

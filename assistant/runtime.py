@@ -25,6 +25,7 @@ from assistant.jobs import JobQueue, JobWorker
 from assistant.loop_lag import LoopLag
 from assistant.metrics import AppMetrics
 from assistant.prompting.prompt import Prompts
+from assistant.session.sessions import Sessions
 from assistant.settings import Settings
 from assistant.store.db import Store
 from assistant.turns.calls import Calls
@@ -190,6 +191,11 @@ class Runtime:
             log_to=self.store,
             observe=lambda result: self.metrics.observe(result.lane, result.timings),
         )
+
+    @functools.cached_property
+    def sessions(self) -> Sessions:
+        """Every open conversation's session: the one way in to `turns` (issue 34)."""
+        return Sessions(lambda: self.turns, self.conversations, self.calls)
 
     @property
     def router(self) -> Any:

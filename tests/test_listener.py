@@ -412,8 +412,15 @@ def test_the_live_voice_bench_times_each_heard_turn_from_the_last_word(stt, tmp_
         def new_conversation(self, owner):
             return "c1"
 
+    class Sessions:  # the bench's conversation's session, over the fake turns
+        def of(self, owner, cid):
+            from assistant.session import Session
+            from assistant.turns.calls import Calls
+
+            return Session(owner, cid, Turns(), Calls())  # type: ignore[arg-type]
+
     class Rt:
-        turns, store = Turns(), Store()
+        turns, store, sessions = Turns(), Store(), Sessions()
 
     path = tmp_path / "one.wav"
     sf.write(str(path), np.concatenate([silence(0.3), channel(1)]), RATE)

@@ -94,8 +94,12 @@ def session(turns, page, lane="chat", listener=None):
     async def route(text):
         return lane
 
+    from assistant.session import Session
+    from assistant.turns.calls import Calls
+
+    conversation = Session("local", "c1", turns, Calls())
     return VoiceSession(
-        listener or QuietListener(), turns, owner="local", conversation=lambda: "c1",
+        listener or QuietListener(), lambda: conversation, owner="local",
         tts=tts, route=route, send_json=page.json, send_bytes=page.bytes,
     )  # fmt: skip
 
@@ -339,10 +343,29 @@ def test_a_job_notice_is_said_in_the_call_once_it_is_quiet_and_never_stored():
     assert calls.of("local") is None
 
 
+class OneConversation:
+    """The conversations the page's turns see: "c1", the local user's."""
+
+    def owned_by(self, cid, owner):
+        return (cid, owner) == ("c1", "local")
+
+    def start(self, owner, title=""):
+        raise AssertionError("the tab's conversation is used")
+
+    def prefs(self, owner):
+        return {}
+
+
+def page_sessions(turns, calls):
+    from assistant.session import Sessions
+
+    return Sessions(lambda: turns, OneConversation(), calls)  # type: ignore[arg-type]
+
+
 def test_the_page_hands_a_typed_question_to_the_open_call_and_runs_none_itself():
     from assistant.settings import Settings
     from assistant.turns.calls import Calls
-    from assistant.web.page.turns import Session
+    from assistant.web.page.turns import Tab
     from assistant.web.page.turns import Turns as PageTurns
 
     class Call:
@@ -356,9 +379,9 @@ def test_the_page_hands_a_typed_question_to_the_open_call_and_runs_none_itself()
 
     async def run():
         calls, call, turns = Calls(), Call(), Turns()
-        page = PageTurns(turns, None, Settings(), None, streamed=True, calls=calls)  # type: ignore[arg-type]
+        page = PageTurns(page_sessions(turns, calls), Settings(), None, streamed=True)  # type: ignore[arg-type]
         calls.join(call)  # type: ignore[arg-type]
-        outs = [o async for o in page.chat("hi there", [], Session("c1"), True, None)]  # type: ignore[arg-type]
+        outs = [o async for o in page.chat("hi there", [], Tab("c1", owner="local"), True, None)]  # type: ignore[arg-type]
         calls.part(call)  # type: ignore[arg-type]
         return call, turns, outs
 
@@ -374,7 +397,7 @@ def test_push_to_talk_during_a_call_is_a_turn_of_the_call_and_the_page_plays_not
     microphone and be heard as the person."""
     from assistant.records import Transcript
     from assistant.turns.calls import Calls
-    from assistant.web.page.turns import Session
+    from assistant.web.page.turns import Tab
     from assistant.web.page.turns import Turns as PageTurns
 
     class Stt:
@@ -390,12 +413,11 @@ def test_push_to_talk_during_a_call_is_a_turn_of_the_call_and_the_page_plays_not
         turns, page = Turns(), Page()
         call = session(turns, page)
         calls = Calls()
-        pages = PageTurns(turns, None, Settings(), Speech(), streamed=True, calls=calls)  # type: ignore[arg-type]
+        pages = PageTurns(page_sessions(turns, calls), Settings(), Speech(), streamed=True)  # type: ignore[arg-type]
         calls.join(call)
-        outs = [
-            o
-            async for o in pages.voice(str(AUDIO / "jfk.flac"), [], Session("c1"), True, None, None)  # type: ignore[arg-type]
-        ]
+        tab = Tab("c1", owner="local")
+        jfk = str(AUDIO / "jfk.flac")
+        outs = [o async for o in pages.voice(jfk, [], tab, True, None, None)]  # type: ignore[arg-type]
         await call.turn.task if call.turn else None
         calls.part(call)
         return turns, page, outs

@@ -92,8 +92,9 @@ async def _live(rt: Any, stt: Any, tts: Any, path: Path) -> list[dict[str, float
     async def voice() -> Any:
         return tts
 
+    conversation = rt.sessions.of("bench-live", cid)
     session = VoiceSession(
-        listener, rt.turns, owner="bench", conversation=lambda: cid, tts=voice,
+        listener, lambda: conversation, owner="bench-live", tts=voice,
         send_json=nothing, send_bytes=nothing,
         on_done=lambda result: done.append(result.timings.as_dict()),
     )  # fmt: skip

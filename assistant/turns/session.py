@@ -34,7 +34,7 @@ from typing import Any
 
 from assistant.records import TurnEvent, TurnResult, now_ms
 from assistant.speech.listener import Heard, Listener
-from assistant.turns.pipeline import Pipeline, Playback, TurnRequest
+from assistant.turns.pipeline import Playback, TurnRequest
 from assistant.turns.playback import Played
 from assistant.turns.stream import cancel_all
 from assistant.turns.voice_turn import VoiceTurn
@@ -53,10 +53,9 @@ class VoiceSession:
     def __init__(
         self,
         listener: Listener,
-        pipeline: Pipeline,
+        session: Callable[[], Any],
         *,
         owner: str,
-        conversation: Callable[[], str | None],
         tts: Callable[[], Awaitable[Any]],
         route: Callable[[str], Awaitable[str]] | None = None,
         send_json: SendJson,
@@ -64,10 +63,10 @@ class VoiceSession:
         on_done: Callable[[TurnResult], None] | None = None,
     ):
         self.listener = listener
-        self.pipeline = pipeline
+        self.session = session
+        """The `assistant.session.Session` the page has open (asked at each turn): the call's
+        turns are its turns, run and cancelled by it."""
         self.owner = owner
-        self.conversation = conversation
-        """The conversation the page has open (asked at each turn)."""
         self.tts = tts
         self.route = route
         """The lane a text would take (no engine call): a deep one waits for the commit."""
@@ -241,24 +240,25 @@ class VoiceSession:
         try:
             tts = await self.tts()
             heard = turn.heard
-            self.conversation_id = self.conversation()
-            request = TurnRequest(
+            session = self.session()
+            self.conversation_id = session.conversation_id
+            turn.session = session
+            request = session.request(TurnRequest(
                 text=turn.text,
-                owner=self.owner,
-                conversation_id=self.conversation_id,
                 speak=tts is not None,
                 # a typed turn's latency counts from when it arrived
                 received_ms=heard.last_word_ms if heard is not None else now_ms(),
                 source=turn.source,
                 heard_ms={},
-            )
+            ))  # fmt: skip
             turn.request = request
             turn.voiced = tts is not None
             turn.playback = Playback(turn.heard_of)
             if turn.committed.is_set():
                 self._stamp(turn, request)
-            stream = self.pipeline.stream(
-                request, tts=tts, keep_stopped=lambda: not turn.discard,
+            # the call barges in itself: a turn of it never stops another (`supersede`)
+            stream = session.ask(
+                request, supersede=False, tts=tts, keep_stopped=lambda: not turn.discard,
                 hold=lambda: self._said(turn), playback=turn.playback,
             )  # fmt: skip
             async with contextlib.aclosing(stream) as events:
@@ -388,9 +388,9 @@ class VoiceSession:
         if report.interrupted:
             turn.played_ms = report.played_ms
             playback = turn.playback
-            if playback is not None and playback.turn_id and turn.request is not None:
+            if playback is not None and playback.turn_id and turn.session is not None:
                 heard = turn.heard_of(turn.reply)
-                await asyncio.to_thread(self.pipeline.cut_heard, playback, heard)
+                await asyncio.to_thread(turn.session.pipeline.cut_heard, playback, heard)
         elif turn is self.turn and report.played_ms >= turn.audio_ms - 50:
             # all it was sent has played: the echo guard is off now, not at an estimate
             self._playing_until = min(self._playing_until, now_ms())

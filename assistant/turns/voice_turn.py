@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
+from typing import Any
 
 from assistant.records import now_ms
 from assistant.speech.hearing import Heard
@@ -39,6 +40,8 @@ class VoiceTurn:
     """How much of its audio the page says it played when it was stopped (None: no such report
     yet; a report that the audio ran out between sentences is not where it stopped)."""
     playback: Playback | None = None
+    session: Any = None
+    """The conversation's session that runs it (`assistant.session`), once it started."""
 
     def heard_of(self, reply: str) -> str:
         """What of `reply` the person heard, as the turn is stored stopped: by the page's

@@ -228,12 +228,8 @@ def add_listen_route(app: Any, rt: Runtime, speech: SpeechModels) -> None:
     ) -> None:
         from assistant.turns.session import VoiceSession
 
-        def conversation() -> str:
-            cid = rt.conversations.prefs(owner).get("conversation")
-            if not isinstance(cid, str) or not rt.conversations.owned_by(cid, owner):
-                cid = rt.conversations.start(owner)
-                rt.conversations.remember(owner, conversation=cid)
-            return cid
+        def session() -> Any:  # the conversation the login has open, asked at each turn
+            return rt.sessions.saved(owner)
 
         async def tts() -> Any:
             prefs = rt.conversations.prefs(owner)
@@ -246,7 +242,7 @@ def add_listen_route(app: Any, rt: Runtime, speech: SpeechModels) -> None:
 
         async def route(text: str) -> str:
             def decide() -> RouteDecision:  # the conversation is read too (issue 30)
-                context = rt.turns.chat.conversation(conversation())
+                context = rt.turns.chat.conversation(session().conversation_id)
                 return rt.router.decide(text, conversation=context)
 
             return str((await asyncio.to_thread(decide)).lane)
@@ -262,7 +258,7 @@ def add_listen_route(app: Any, rt: Runtime, speech: SpeechModels) -> None:
             await out.send_bytes(data)
 
         session = VoiceSession(
-            listener, rt.turns, owner=owner, conversation=conversation, tts=tts, route=route,
+            listener, session, owner=owner, tts=tts, route=route,
             send_json=send_json, send_bytes=send_bytes,
         )  # fmt: skip
         hearing = asyncio.create_task(session.run(), name="call-hear")

@@ -230,7 +230,7 @@ def add_routes(
     # the OpenAI-compatible API: a turn per request, outside Gradio's queue
     from assistant.web.openai.route import add_openai_routes
 
-    route = add_openai_routes(app, rt.turns, rt.conversations, rt.settings, local_secret)
+    route = add_openai_routes(app, rt.sessions, rt.settings, local_secret)
     from assistant.web.openai.audio import add_audio_routes
 
     add_audio_routes(app, route, speech, rt.settings)  # its speech, under the same gate

@@ -35,10 +35,9 @@ from starlette.responses import JSONResponse, Response
 from assistant import limits
 from assistant.errors import AssistantError
 from assistant.records import TurnEvent, TurnResult, now_ms
+from assistant.session import Ask, Sessions
 from assistant.settings import Settings
 from assistant.turns.chat import check_text
-from assistant.turns.conversations import Conversations
-from assistant.turns.pipeline import Pipeline, TurnRequest
 from assistant.web.edge.local_gate import LocalGate
 from assistant.web.openai import housekeeping
 from assistant.web.openai.threads import THREADS_KEPT, Threads, thread_key  # noqa: F401
@@ -104,14 +103,13 @@ class OpenAIRoute:
     """The endpoint's handlers, over the app's pipeline and conversations. `local_secret`:
     this start's secret for its own command line (`LocalGate`)."""
 
-    def __init__(self, pipeline: Pipeline, conversations: Conversations, settings: Settings,
-                 local_secret: str | None = None):  # fmt: skip
-        self.pipeline = pipeline
+    def __init__(self, sessions: Sessions, settings: Settings, local_secret: str | None = None):
+        self.sessions = sessions
         self.settings = settings
         self.gate: Gate | LocalGate = Gate(settings)
         if local_secret:
             self.gate = LocalGate(self.gate, local_secret)
-        self.threads = Threads(conversations)
+        self.threads = Threads(sessions.conversations)
         self.admission = Admission(settings.max_queue, settings.max_api_per_user)
 
     def admit(self, request: Request) -> str:
@@ -146,10 +144,9 @@ class OpenAIRoute:
             check_text(ask.text, self.settings.max_text_chars)
             # a client's housekeeping is no conversation: it neither starts nor renames one
             cid = None if ask.chore else self.threads.find(owner, ask.history, ask.conversation)
-            turn = TurnRequest(
+            session = self.sessions.none(owner) if cid is None else self.sessions.of(owner, cid)
+            turn = Ask(
                 text=ask.text,
-                owner=owner,
-                conversation_id=cid,
                 deep_inline=ask.deep == "inline",
                 follow_job=ask.deep == "follow",
                 housekeeping=ask.chore is not None,
@@ -160,7 +157,8 @@ class OpenAIRoute:
                 source="api",
                 job_key=ask.job_key,
             )
-            events = self.pipeline.stream(turn)
+            # a client may send several at once on one conversation: none stops another
+            events = session.ask(turn, supersede=False)
             # housekeeping is answered whole: its answer is checked before it is sent
             whole = not ask.stream or ask.chore is not None
             first = await unless_client_leaves(request, self._until_first(events, to_end=whole))
@@ -367,15 +365,11 @@ def unsent(reply: str, streamed: str) -> str:
 
 
 def add_openai_routes(
-    app: Any,
-    pipeline: Pipeline,
-    conversations: Conversations,
-    settings: Settings,
-    local_secret: str | None = None,
+    app: Any, sessions: Sessions, settings: Settings, local_secret: str | None = None
 ) -> OpenAIRoute:
     """Register the endpoints on the app's server (plain Starlette routes: no Gradio queue,
     no per-session state, no FastAPI body models)."""
-    route = OpenAIRoute(pipeline, conversations, settings, local_secret)
+    route = OpenAIRoute(sessions, settings, local_secret)
     app.add_route("/v1/models", route.models, methods=["GET"], include_in_schema=False)
     app.add_route(
         "/v1/chat/completions", route.completions, methods=["POST"], include_in_schema=False

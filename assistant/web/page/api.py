@@ -16,10 +16,9 @@ import gradio as gr
 
 from assistant.errors import AssistantError, BadInput
 from assistant.jobs import JobQueue
+from assistant.session import Ask, Sessions
 from assistant.settings import Settings
 from assistant.turns.chat import check_text
-from assistant.turns.conversations import Conversations
-from assistant.turns.pipeline import Pipeline
 from assistant.turns.voice import transcribe
 from assistant.web.page.turns import SpeechModels, owner_of
 
@@ -29,15 +28,13 @@ class Api:
 
     def __init__(
         self,
-        pipeline: Pipeline,
+        sessions: Sessions,
         jobs: JobQueue,
-        conversations: Conversations,
         settings: Settings,
         speech: SpeechModels,
     ):
-        self.pipeline = pipeline
+        self.sessions = sessions
         self.queue = jobs
-        self.conversations = conversations
         self.settings = settings
         self.speech = speech
 
@@ -51,15 +48,14 @@ class Api:
         try:
             # refused text must not leave an empty conversation behind
             text = check_text(text, self.settings.max_text_chars)
-            cid = conversation_id or self.conversations.start(owner, title=text[:80])
-            if not self.conversations.owned_by(cid, owner):
-                raise BadInput(f"no conversation {cid}")
-            result = await self.pipeline.ask(
-                text, owner=owner, conversation_id=cid, force_deep=deep, source="api"
-            )
+            session = self.sessions.of(owner, conversation_id or None, strict=True,
+                                       title=text[:80])  # fmt: skip
+            result = await session.run(Ask(text=text, force_deep=deep, source="api"))
+            if result is None:
+                raise BadInput("the turn was stopped")
         except AssistantError as e:
             raise gr.Error(str(e)) from e
-        return {**result.as_json(), "conversation_id": cid}
+        return {**result.as_json(), "conversation_id": session.conversation_id}
 
     async def delegate(self, text: str, key: str = "", request: gr.Request = None) -> dict:
         """Queue a deep-lane job; the same key gives back the same job (idempotent)."""

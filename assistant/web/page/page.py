@@ -30,7 +30,7 @@ from assistant.web.page.dashboard import EngineWatch
 from assistant.web.page.dashboard_panel import REFRESH_S as DASH_REFRESH_S
 from assistant.web.page.dashboard_panel import Dash, add_dashboard
 from assistant.web.page.jobs_panel import Jobs, build_jobs_panel
-from assistant.web.page.turns import Session, SpeechModels, Turns
+from assistant.web.page.turns import SpeechModels, Tab, Turns
 
 BANNER_EVERY_S = 10.0
 PROBE_CACHE_S = 5.0
@@ -201,7 +201,7 @@ def build_ui(rt: Runtime, speech: SpeechModels | None = None) -> gr.Blocks:
     # Gradio encodes a streamed audio output with ffmpeg; without it, speak whole replies
     streamed = shutil.which("ffmpeg") is not None
     # each part of the page gets the services it uses, nothing more
-    turns = Turns(rt.turns, rt.conversations, settings, speech, streamed=streamed, calls=rt.calls)
+    turns = Turns(rt.sessions, settings, speech, streamed=streamed)
     jobs = Jobs(rt.jobs, settings, speech, prefs=rt.conversations.prefs, calls=rt.calls)
     library = Library(rt.conversations, settings)
     voices = VoiceSettings(rt.conversations, settings)
@@ -214,7 +214,7 @@ def build_ui(rt: Runtime, speech: SpeechModels | None = None) -> gr.Blocks:
         notice=rt.notice,
         speech=speech,
     )
-    api = Api(rt.turns, rt.jobs, rt.conversations, settings, speech)
+    api = Api(rt.sessions, rt.jobs, settings, speech)
     watch = EngineWatch(rt.base_url, settings.api_key, every_s=DASH_REFRESH_S)
     dash = Dash(rt.conversations, settings, rt.scheduler.depth, watch, rt.loop_lag)
     private: dict[str, Any] = {"api_visibility": "private"}
@@ -222,7 +222,7 @@ def build_ui(rt: Runtime, speech: SpeechModels | None = None) -> gr.Blocks:
     # Gradio's cache otherwise grows for as long as the app runs (issue 26)
     cache = (min(CACHE_CHECK_S, settings.cache_max_age_s), settings.cache_max_age_s)
     with gr.Blocks(title="Assistant", delete_cache=cache) as demo:
-        session = gr.State(Session())
+        session = gr.State(Tab())
         side = build_conversations_panel()
         banner = gr.Markdown(elem_id="banner")
         with gr.Tabs(elem_id="tabs"):

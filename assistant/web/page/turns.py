@@ -1,7 +1,8 @@
 """The page's chat and voice turns: Gradio callbacks that stream a turn into the Chatbot.
 
-Callbacks stay short: the turn itself is the pipeline (`assistant.turns.pipeline`); this
-module only turns its events into chat messages and audio chunks.
+Callbacks stay short: the turn is the conversation's session's (`assistant.session`); this
+module only turns the page's inputs into its requests, and its events into chat messages and
+audio chunks.
 """
 
 from __future__ import annotations
@@ -18,12 +19,11 @@ import gradio as gr
 
 from assistant.errors import AssistantError
 from assistant.records import STAGES, StoredTurn, TurnEvent, TurnResult, now_ms
+from assistant.session import Ask, Sessions
+from assistant.session import Session as ConversationSession
 from assistant.settings import Settings
 from assistant.speech.audio import wav_bytes
 from assistant.speech.models import SpeechModels
-from assistant.turns.calls import Calls
-from assistant.turns.conversations import Conversations
-from assistant.turns.pipeline import Pipeline, TurnRequest
 from assistant.turns.voice import ForLogin
 
 log = logging.getLogger(__name__)
@@ -33,8 +33,8 @@ UI_EVERY_S = 0.05
 
 
 @dataclass
-class Session:
-    """One browser session: its conversation, and job notices held while a turn runs."""
+class Tab:
+    """One browser tab: the conversation it shows, and job notices held while a turn runs."""
 
     conversation_id: str | None = None
     owner: str | None = None
@@ -51,15 +51,17 @@ def owner_of(settings: Settings, request: gr.Request | None) -> str:
     return "local"
 
 
-def conversation(conversations: Conversations, session: Session, owner: str) -> str:
-    """The session's conversation, started on its first turn (and again if the user changed,
-    or it was deleted meanwhile); the login reopens it after a reload."""
-    cid = session.conversation_id
-    if cid is None or session.owner != owner or not conversations.owned_by(cid, owner):
-        session.conversation_id = cid = conversations.start(owner)
-        session.owner = owner
-        conversations.remember(owner, conversation=cid)
-    return cid
+Session = Tab
+"""The tab's old name, still used by the panels."""
+
+
+def session_of(sessions: Sessions, tab: Tab, owner: str) -> ConversationSession:
+    """The tab's conversation's session: started on its first turn (and again if the login
+    changed, or it was deleted meanwhile); the login reopens it after a reload."""
+    cid = tab.conversation_id if tab.owner == owner else None
+    session = sessions.of(owner, cid, remember_new=True)
+    tab.conversation_id, tab.owner = session.conversation_id, owner
+    return session
 
 
 def history_of(turns: list[StoredTurn]) -> list[dict[str, Any]]:
@@ -164,33 +166,23 @@ class Turns:
     """The chat and voice callbacks. `streamed`: the audio output takes sentence chunks."""
 
     def __init__(
-        self,
-        pipeline: Pipeline,
-        conversations: Conversations,
-        settings: Settings,
-        speech: SpeechModels,
-        *,
-        streamed: bool,
-        calls: Calls | None = None,
+        self, sessions: Sessions, settings: Settings, speech: SpeechModels, *, streamed: bool
     ):
-        self.pipeline = pipeline
-        self.conversations = conversations
+        self.sessions = sessions
         self.settings = settings
         self.speech = speech
         self.streamed = streamed
-        self.calls = calls or Calls()
-        """The calls open on the page: a question typed during one is answered in it."""
 
     async def chat(
         self,
         text: str,
         history: list[dict[str, Any]],
-        session: Session,
+        tab: Tab,
         speak: bool,
         request: gr.Request,
     ) -> AsyncIterator[tuple[Any, ...]]:
         """Send: a typed turn. Outputs: chatbot, textbox, audio."""
-        typed = self._typed(text, history, session, speak, request, deep=False)
+        typed = self._typed(text, history, tab, speak, request, deep=False)
         async with contextlib.aclosing(typed) as outs:
             async for out in outs:
                 yield out
@@ -199,14 +191,14 @@ class Turns:
         self,
         text: str,
         history: list[dict[str, Any]],
-        session: Session,
+        tab: Tab,
         speak: bool,
         key: str,
         request: gr.Request,
     ) -> AsyncIterator[tuple[Any, ...]]:
         """Delegate: the same turn, sent to the deep lane as a job; `key`: the click's own
         job key (one job per click, however often it is sent)."""
-        typed = self._typed(text, history, session, speak, request, deep=True, key=key)
+        typed = self._typed(text, history, tab, speak, request, deep=True, key=key)
         async with contextlib.aclosing(typed) as outs:
             async for out in outs:
                 yield out
@@ -215,7 +207,7 @@ class Turns:
         self,
         text: str,
         history: list[dict[str, Any]],
-        session: Session,
+        tab: Tab,
         speak: bool,
         request: gr.Request,
         *,
@@ -227,7 +219,8 @@ class Turns:
             yield gr.skip(), gr.skip(), gr.skip()
             return
         owner = owner_of(self.settings, request)
-        call = None if deep else self.calls.of(owner, session.conversation_id)
+        session = session_of(self.sessions, tab, owner)
+        call = None if deep else session.call
         if call is not None:
             # answered in the call, aloud: the call shows it and reloads the conversation
             await call.say(text)
@@ -235,17 +228,10 @@ class Turns:
             return
         view = TurnView(history, text)
         tts = await self._tts(owner) if speak else None
-        request = TurnRequest(
-            text=text,
-            owner=owner,
-            conversation_id=conversation(self.conversations, session, owner),
-            speak=speak,
-            force_deep=deep,
-            job_key=key.strip()[:200] or None,
-        )
-        turn = self.pipeline.stream(request, tts=tts)
+        ask = Ask(text=text, speak=speak, force_deep=deep, job_key=key.strip()[:200] or None)
+        turn = session.ask(ask, tts=tts)
         cleared = False
-        async with contextlib.aclosing(self._stream(view, turn, session)) as outs:
+        async with contextlib.aclosing(self._stream(view, turn, tab)) as outs:
             async for history_out, audio in outs:
                 # the textbox is cleared once, as the turn starts: what the user types next
                 # while the reply still streams or plays must not be wiped by a later update
@@ -256,7 +242,7 @@ class Turns:
         self,
         audio_path: str | None,
         history: list[dict[str, Any]],
-        session: Session,
+        tab: Tab,
         speak: bool,
         sent_at: float | None,
         request: gr.Request,
@@ -276,7 +262,8 @@ class Turns:
             view.apply(TurnEvent("error", text=str(e)))
             yield view.history, gr.skip(), None
             return
-        call = self.calls.of(owner, session.conversation_id)
+        session = session_of(self.sessions, tab, owner)
+        call = session.call
         if call is not None:
             # a turn of the call, answered aloud there: a reply played by the page beside the
             # call would reach the call's microphone and be heard as the person
@@ -285,16 +272,9 @@ class Turns:
                     yield out
             return
         tts = await self._tts(owner) if speak else None
-        request = TurnRequest(
-            audio=audio_path,
-            owner=owner,
-            conversation_id=conversation(self.conversations, session, owner),
-            speak=speak,
-            received_ms=received,
-            source="voice",
-        )
-        turn = self.pipeline.stream(request, stt=stt, tts=tts)
-        async with contextlib.aclosing(self._stream(view, turn, session)) as outs:
+        ask = Ask(audio=audio_path, speak=speak, received_ms=received, source="voice")
+        turn = session.ask(ask, stt=stt, tts=tts)
+        async with contextlib.aclosing(self._stream(view, turn, tab)) as outs:
             async for history_out, audio in outs:
                 yield history_out, audio, gr.skip()
         notice = getattr(stt, "take_notice", lambda: None)()
@@ -320,16 +300,16 @@ class Turns:
         yield view.history, gr.skip(), None  # no audio here: the call speaks the reply
 
     async def _tts(self, owner: str) -> Any:
-        return await voice_of(self.speech, self.conversations.prefs(owner))
+        return await voice_of(self.speech, self.sessions.conversations.prefs(owner))
 
     async def _stream(
-        self, view: TurnView, turn: AsyncIterator[TurnEvent], session: Session
+        self, view: TurnView, turn: AsyncIterator[TurnEvent], tab: Tab
     ) -> AsyncIterator[tuple[Any, Any]]:
         """Fold updates into the view; yield (history, audio) at a bounded rate.
 
         Audio is `gr.skip()` until there is some: a streamed output opens its stream on the
         first value it gets, and a stream left empty for seconds makes the player give up."""
-        session.busy = True
+        tab.busy = True
         chunks: list[bytes] = []
         rate = 22050
         last = 0.0
@@ -355,10 +335,10 @@ class Turns:
         except AssistantError as e:  # e.g. the message is too long
             view.apply(TurnEvent("error", text=str(e)))
         finally:
-            session.busy = False
-            session.turns_ended += 1
+            tab.busy = False
+            tab.turns_ended += 1
         # notices that arrived while the turn ran go after it
-        view.history.extend(session.pending)
-        session.pending.clear()
+        view.history.extend(tab.pending)
+        tab.pending.clear()
         # without a stream encoder (no ffmpeg) the reply is spoken once, when it is complete
         yield view.history, wav_bytes(b"".join(chunks), rate) if chunks else gr.skip()

@@ -1,0 +1,128 @@
+"""`Session`: one open conversation of one login, and the turns it runs.
+
+The session fills in who asks and where (the login and the conversation, resolved once by the
+registry), runs each turn as a task it keeps, and is the only thing that cancels one: Stop, a
+newer turn, a caller that leaves (its reader closing) and the session closing all end in
+`stop`. A turn stopped that way is stored as far as it got (the pipeline's rule), so nothing
+the person said is lost. A call open on the conversation (`call`) takes the page's typed and
+push-to-talk turns: answered aloud there, never played beside it into its microphone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any
+
+from assistant.records import TurnEvent
+from assistant.turns.calls import Calls
+from assistant.turns.pipeline import Pipeline, TurnRequest
+from assistant.turns.stream import cancel_all
+
+if TYPE_CHECKING:
+    from assistant.turns.session import VoiceSession
+
+_END = object()
+
+
+class Session:
+    """The turns of `conversation_id` (None: a client's housekeeping, in no conversation)."""
+
+    def __init__(self, owner: str, conversation_id: str | None, pipeline: Pipeline, calls: Calls):
+        self.owner = owner
+        self.conversation_id = conversation_id
+        self.pipeline = pipeline
+        self._calls = calls
+        self._turns: set[asyncio.Task[None]] = set()
+        self.stopped_why: str | None = None
+        """Why the latest turn was stopped from outside (None: it was not)."""
+
+    @property
+    def call(self) -> VoiceSession | None:
+        """The login's call, if one is open: the one on this conversation, else the newest
+        (a call hears the person wherever the page is; what it answers must not play beside
+        it)."""
+        return self._calls.of(self.owner, self.conversation_id)
+
+    @property
+    def busy(self) -> bool:
+        return any(not t.done() for t in self._turns)
+
+    def request(self, ask: TurnRequest) -> TurnRequest:
+        """`ask` as this session's: its login and its conversation, whatever the caller set."""
+        return dataclasses.replace(ask, owner=self.owner, conversation_id=self.conversation_id)
+
+    async def ask(
+        self, ask: TurnRequest, *, supersede: bool = True, **models: Any
+    ) -> AsyncIterator[TurnEvent]:
+        """The turn's events, the last "done" unless it was stopped. `supersede`: a newer
+        turn stops the one running (the page; a `/v1` client may send several at once).
+        `models`: the pipeline's per-turn parts (`stt`, `tts`, and a call's `hold`, ...)."""
+        if supersede:
+            await self.stop("a newer turn")
+        self.stopped_why = None
+        queue: asyncio.Queue[Any] = asyncio.Queue()
+        want = asyncio.Event()
+        task = asyncio.create_task(
+            self._run(self.request(ask), queue, want, models),
+            name=f"turn-{self.conversation_id}",
+        )
+        self._turns.add(task)
+        task.add_done_callback(self._turns.discard)
+        try:
+            while True:
+                want.set()  # the next event, once this one is handled (see `_run`)
+                if (item := await queue.get()) is _END:
+                    break
+                if isinstance(item, BaseException):
+                    raise item
+                yield item
+        finally:
+            # the reader left (Stop, a client gone, the page closed): the turn stops with it
+            if not task.done():
+                await cancel_all([task])
+
+    async def _run(
+        self,
+        request: TurnRequest,
+        queue: asyncio.Queue[Any],
+        want: asyncio.Event,
+        models: dict[str, Any],
+    ) -> None:
+        # In step with the reader, as a generator would be: the pipeline goes on only once the
+        # reader has handled its last event (a call's reply is held until its audio, sent by
+        # the reader, has played; run ahead, it would be stored before it was heard).
+        try:
+            async with contextlib.aclosing(self.pipeline.stream(request, **models)) as events:
+                while True:
+                    await want.wait()
+                    want.clear()
+                    try:
+                        event = await anext(events)
+                    except StopAsyncIteration:
+                        break
+                    queue.put_nowait(event)
+        except asyncio.CancelledError:
+            raise
+        except BaseException as e:  # raised in the reader, where the caller can say it
+            queue.put_nowait(e)
+        finally:
+            queue.put_nowait(_END)
+
+    async def stop(self, why: str = "stopped") -> None:
+        """The one cancel: every turn of this session ends now (stored as far as it got)."""
+        running = [t for t in self._turns if not t.done()]
+        if running:
+            self.stopped_why = why
+            await cancel_all(running)
+
+    async def run(self, ask: TurnRequest, **models: Any) -> Any:
+        """A whole turn, for callers that do not stream: its result (None: stopped)."""
+        result = None
+        async with contextlib.aclosing(self.ask(ask, supersede=False, **models)) as events:
+            async for event in events:
+                if event.kind == "done":
+                    result = event.result
+        return result

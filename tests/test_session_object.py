@@ -1,0 +1,150 @@
+"""The one session per open conversation (issue 34): it runs every turn as a task it keeps,
+is the only thing that cancels one, and the registry gives every way in the same session by
+one rule for which conversation it continues."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from pathlib import Path
+
+import pytest
+
+from assistant.errors import BadInput
+from assistant.records import RouteDecision, TurnEvent, TurnResult
+from assistant.session import Ask, Session, Sessions
+from assistant.store.db import Store
+from assistant.turns.calls import Calls
+from assistant.turns.conversations import Conversations
+from tests.test_layout import _imports, _modules
+
+
+class SlowPipeline:
+    """A pipeline whose turns stream a word every 20 ms; records how each ended."""
+
+    def __init__(self, words: int = 50):
+        self.words = words
+        self.ended: list[str] = []
+        self.requests: list[Ask] = []
+
+    async def stream(self, request, **models):
+        self.requests.append(request)
+        how = "stopped"
+        try:
+            yield TurnEvent("route", decision=RouteDecision("chat", "test"))
+            for i in range(self.words):
+                await asyncio.sleep(0.02)
+                yield TurnEvent("content", text=f"w{i} ")
+            how = "done"
+            yield TurnEvent("done", result=TurnResult("all", "chat", "test", "stop"))
+        finally:
+            self.ended.append(how)
+
+
+async def _read(events, into: list[TurnEvent]) -> None:
+    async with contextlib.aclosing(events) as stream:
+        async for event in stream:
+            into.append(event)
+
+
+def test_a_newer_turn_stops_the_one_running_and_each_ends_once():
+    async def run():
+        pipeline = SlowPipeline()
+        session = Session("alice", "c1", pipeline, Calls())  # type: ignore[arg-type]
+        first: list[TurnEvent] = []
+        reading = asyncio.create_task(_read(session.ask(Ask(text="one")), first))
+        while len(first) < 3:
+            await asyncio.sleep(0.01)
+        second: list[TurnEvent] = []
+        await _read(session.ask(Ask(text="two")), second)
+        await reading
+        return pipeline, session, first, second
+
+    pipeline, session, first, second = asyncio.run(run())
+    assert pipeline.ended == ["stopped", "done"]  # the first stopped where it was, once
+    assert all(e.kind != "done" for e in first)
+    assert second[-1].kind == "done"
+    assert session.stopped_why is None and not session.busy
+
+
+def test_the_session_fills_in_the_login_and_conversation_whatever_the_caller_set():
+    async def run():
+        pipeline = SlowPipeline(words=1)
+        session = Session("alice", "c1", pipeline, Calls())  # type: ignore[arg-type]
+        result = await session.run(Ask(text="hi", owner="mallory", conversation_id="c9"))
+        return pipeline, result
+
+    pipeline, result = asyncio.run(run())
+    assert result is not None and result.reply == "all"
+    (request,) = pipeline.requests
+    assert (request.owner, request.conversation_id) == ("alice", "c1")
+
+
+def test_a_reader_that_leaves_stops_the_turn_and_stop_ends_every_turn():
+    async def run():
+        pipeline = SlowPipeline()
+        session = Session("alice", "c1", pipeline, Calls())  # type: ignore[arg-type]
+        events = session.ask(Ask(text="one"))
+        await anext(events)  # the route, then the client goes
+        await events.aclose()
+        left = list(pipeline.ended)
+        # two /v1 requests at once (supersede=False), then Stop
+        got: list[list[TurnEvent]] = [[], []]
+        readers = [
+            asyncio.create_task(_read(session.ask(Ask(text=t), supersede=False), got[i]))
+            for i, t in enumerate(("a", "b"))
+        ]
+        while not all(len(g) >= 2 for g in got):
+            await asyncio.sleep(0.01)
+        assert session.busy
+        await session.stop("Stop")
+        await asyncio.gather(*readers)
+        return pipeline, session, left
+
+    pipeline, session, left = asyncio.run(run())
+    assert left == ["stopped"]  # closed at once, not when the turn would have ended
+    assert pipeline.ended == ["stopped", "stopped", "stopped"]
+    assert session.stopped_why == "Stop" and not session.busy
+
+
+def test_an_error_in_the_turn_reaches_the_reader():
+    class Refusing:
+        async def stream(self, request, **models):
+            raise BadInput("the message is too long")
+            yield  # pragma: no cover
+
+    async def run():
+        session = Session("alice", "c1", Refusing(), Calls())  # type: ignore[arg-type]
+        await _read(session.ask(Ask(text="x" * 10)), [])
+
+    with pytest.raises(BadInput, match="too long"):
+        asyncio.run(run())
+
+
+def test_one_rule_for_which_conversation_a_way_in_continues(tmp_path: Path):
+    store = Store(tmp_path / "a.db")
+    conversations = Conversations(store)
+    sessions = Sessions(lambda: SlowPipeline(), conversations, Calls())  # type: ignore[arg-type, return-value]
+    bobs = conversations.start("bob")
+    new = sessions.of("alice", None, title="first question")
+    assert conversations.get(new.conversation_id, "alice").title == "first question"  # type: ignore[arg-type, union-attr]
+    assert sessions.of("alice", new.conversation_id) is new  # every way in: the same session
+    assert sessions.of("alice", bobs).conversation_id not in (bobs, new.conversation_id)
+    with pytest.raises(BadInput, match=f"no conversation {bobs}"):
+        sessions.of("alice", bobs, strict=True)  # an id a client named: refused, not replaced
+    # the page's first turn remembers its new conversation: a call and a reload reopen it
+    page = sessions.of("carol", None, remember_new=True)
+    assert sessions.saved("carol").conversation_id == page.conversation_id
+    assert sessions.saved("dave").conversation_id != page.conversation_id
+    assert sessions.none("alice").conversation_id is None  # housekeeping: no conversation
+    store.close()
+
+
+def test_the_ways_in_reach_the_turn_machinery_only_through_the_session():
+    """The page, the call socket, the OpenAI wire, the Gradio API and the command line are
+    adapters: none runs the pipeline itself."""
+    modules = _modules()
+    adapters = [n for n in modules if n.startswith(("assistant.web", "assistant.cli"))]
+    assert "assistant.web.call" in adapters and "assistant.cli_chat" in adapters
+    for name in adapters:
+        assert "assistant.turns.pipeline" not in _imports(modules[name], modules), name
