@@ -31,10 +31,12 @@ class Turns:
         self.stored: list[tuple[str, str]] = []  # (text, "done" | "stopped")
         self.replies: list[str] = []  # each stopped turn's reply as stored, then as cut
         self.words, self.word_s, self.audio_every = words, word_s, audio_every
+        self.lane, self.routed, self.decisions = "chat", [], []
 
     async def stream(self, request, tts=None, keep_stopped=None, hold=None, playback=None):
         self.started.append(request.text)
         self.sources.append(request.source)
+        self.decisions.append(request.decision)
         done = False
         reply, sentence = "", []
         try:
@@ -62,6 +64,10 @@ class Turns:
                 if playback is not None:
                     self.replies.append(playback.heard(reply))
                     playback.turn_id = len(self.stored)
+
+    async def route(self, text, conversation_id):
+        self.routed.append(text)
+        return RouteDecision(self.lane, "test")
 
     def cut_heard(self, playback, reply):
         self.replies.append(reply)
@@ -91,16 +97,14 @@ def session(turns, page, lane="chat", listener=None):
     async def tts():
         return object()
 
-    async def route(text):
-        return lane
-
     from assistant.session import Session
     from assistant.turns.calls import Calls
 
+    turns.lane = lane
     conversation = Session("local", "c1", turns, Calls())
     return VoiceSession(
         listener or QuietListener(), lambda: conversation, owner="local",
-        tts=tts, route=route, send_json=page.json, send_bytes=page.bytes,
+        tts=tts, send_json=page.json, send_bytes=page.bytes,
     )  # fmt: skip
 
 
@@ -206,6 +210,24 @@ def test_the_listener_numbers_what_it_says():
     assert [h.seq for h in listener.take()] == [1, 2] and listener.said == 2
 
 
+def test_a_prepared_turn_is_routed_once_and_carries_its_decision_into_the_turn():
+    async def run():
+        turns, page = Turns(), Page()
+        s = session(turns, page)
+        await s.hear(heard("speech"))
+        await s.hear(heard("candidate"))
+        prepared = s.turn
+        await s.hear(heard("final", endpoint_ms=300.0, stt_ms=0.0))
+        await prepared.task
+        return turns
+
+    turns = asyncio.run(run())
+    # routed at the candidate, by the session; the pipeline is handed that decision, so the
+    # turn is not routed a second time (issue 34: "routes once")
+    assert turns.routed == ["what time is it"]
+    assert turns.decisions == [RouteDecision("chat", "test")]
+
+
 def test_deep_work_is_never_started_before_the_commit():
     async def run():
         turns, page = Turns(), Page()
@@ -220,6 +242,7 @@ def test_deep_work_is_never_started_before_the_commit():
 
     before, turns = asyncio.run(run())
     assert before == [] and turns.started == ["prove the theorem"]
+    assert turns.decisions == [None]  # the committed deep turn is routed by the turn itself
 
 
 def test_speaking_over_the_reply_stops_it_and_keeps_it_marked_stopped():

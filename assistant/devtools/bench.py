@@ -29,9 +29,7 @@ def run_bench(
     from assistant.devtools.busy import busy_core
 
     with busy_core(busy) as machine:
-        result = _run(
-            which, settings, rounds, live, vllm, api, soak, audio_dir, scale, calls, deep
-        )
+        result = _run(which, settings, rounds, live, vllm, api, soak, audio_dir, scale, calls, deep)
     if busy:
         result["machine"] = machine
     if as_json:

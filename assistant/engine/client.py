@@ -346,11 +346,7 @@ class Engine:
                     raise EngineError(f"the engine refused the request: {e.message}") from e
                 wait = _retry_after(e) or _backoff(attempt)
             except (openai.APIConnectionError, httpx.HTTPError) as e:
-                if (
-                    supervisor is not None
-                    and not supervisor.ready.is_set()
-                    and waited_restarts < 3
-                ):
+                if supervisor is not None and not supervisor.ready.is_set() and waited_restarts < 3:
                     waited_restarts += 1
                     # the engine process died and is being restarted: wait for it, bounded
                     log.info("the engine is restarting; waiting for it")

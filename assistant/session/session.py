@@ -16,7 +16,7 @@ import dataclasses
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
-from assistant.records import TurnEvent
+from assistant.records import RouteDecision, TurnEvent
 from assistant.turns.calls import Calls
 from assistant.turns.pipeline import Pipeline, TurnRequest
 from assistant.turns.stream import cancel_all
@@ -49,6 +49,11 @@ class Session:
     @property
     def busy(self) -> bool:
         return any(not t.done() for t in self._turns)
+
+    async def route(self, text: str) -> RouteDecision:
+        """The lane `text` would take here (the classifier; no engine call). Pass it on as the
+        request's `decision` and the turn is not routed again."""
+        return await self.pipeline.route(text, self.conversation_id)
 
     def request(self, ask: TurnRequest) -> TurnRequest:
         """`ask` as this session's: its login and its conversation, whatever the caller set."""

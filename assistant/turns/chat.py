@@ -92,9 +92,7 @@ class ChatService:
             return list(given)
         if not conversation_id:
             return []
-        return [
-            (u, _as_heard(r)) for u, r in self.store.turns(conversation_id) if _in_history(r)
-        ]
+        return [(u, _as_heard(r)) for u, r in self.store.turns(conversation_id) if _in_history(r)]
 
     def conversation(
         self, conversation_id: str | None, given: tuple[tuple[str, str], ...] | None = None
@@ -141,6 +139,22 @@ class ChatService:
         task = offered_task(text, conversation) if conversation is not None else None
         return dataclasses.replace(decision, text=task) if task else decision
 
+    async def route(
+        self,
+        text: str,
+        conversation_id: str | None,
+        history: tuple[tuple[str, str], ...] | None = None,
+        *,
+        explicit: bool = False,
+    ) -> RouteDecision:
+        """The lane `text` takes in this conversation, with no engine call. The classifier is
+        CPU work (an encoder pass): off the event loop, like STT and TTS, and one pass for the
+        requests of all turns that are routing at once."""
+        conversation = self.conversation(conversation_id, history)
+        return await self.batcher.decide(
+            self.router, text, explicit=explicit, conversation=conversation
+        )
+
     def jobs_note(self, owner: str, conversation_id: str | None) -> str:
         """What the chat request says of this conversation's latest job (DESIGN.md 4: "how's
         the report going?" is answered from the job), "" when it has none; never a job of
@@ -174,14 +188,7 @@ class ChatService:
         text = check_text(text, self.settings.max_text_chars)
         t0 = now_ms()
         if decision is None:
-            # the classifier is CPU work (an encoder pass): off the event loop, like STT and
-            # TTS, and one pass for the requests of all turns that are routing at once
-            decision = await self.batcher.decide(
-                self.router,
-                text,
-                explicit=force_deep,
-                conversation=self.conversation(conversation_id, history),
-            )
+            decision = await self.route(text, conversation_id, history, explicit=force_deep)
         rec.set("route", now_ms() - t0)
         yield TurnEvent("route", decision=decision)
         result: TurnResult

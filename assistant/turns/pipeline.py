@@ -57,8 +57,6 @@ class TurnRequest:
     """Stages measured before the turn began, e.g. a hands-free turn's `endpoint` and `stt`."""
 
 
-
-
 @dataclass
 class Playback:
     """A spoken reply's playback, for a turn stopped while it played (a call's barge-in): what
@@ -144,6 +142,12 @@ class Pipeline:
                 self._finish(rec, request, heard[0], stopped)
                 if playback is not None:
                     playback.turn_id = stopped.turn_id
+
+    async def route(self, text: str, conversation_id: str | None) -> RouteDecision:
+        """The lane a turn of `text` would take (no engine call): a call asks before it
+        prepares a reply, and passes the decision on in the request, so the turn is routed
+        once."""
+        return await self.chat.route(text, conversation_id)
 
     def cut_heard(self, playback: Playback, reply: str) -> None:
         """A stored stopped turn's reply cut to `reply` (what the page says it played)."""

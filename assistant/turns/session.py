@@ -57,7 +57,6 @@ class VoiceSession:
         *,
         owner: str,
         tts: Callable[[], Awaitable[Any]],
-        route: Callable[[str], Awaitable[str]] | None = None,
         send_json: SendJson,
         send_bytes: SendBytes,
         on_done: Callable[[TurnResult], None] | None = None,
@@ -68,8 +67,6 @@ class VoiceSession:
         turns are its turns, run and cancelled by it."""
         self.owner = owner
         self.tts = tts
-        self.route = route
-        """The lane a text would take (no engine call): a deep one waits for the commit."""
         self.send_json = send_json
         self.send_bytes = send_bytes
         self.on_done = on_done
@@ -214,11 +211,14 @@ class VoiceSession:
                 await self._state("speaking" if self._playing_until > now_ms() else "listening")
 
     async def _start(self, heard: Heard, *, committed: bool) -> None:
-        if not committed and self.route is not None:
+        decision = None
+        if not committed:
+            # routed here, once: the request carries the decision into the turn
             with contextlib.suppress(Exception):
-                if await self.route(heard.text) == "deep":
-                    return  # never speculative: a job waits for the committed end
-        turn = VoiceTurn(heard.utterance, heard.text, heard)
+                decision = await self.session().route(heard.text)
+            if decision is not None and decision.lane == "deep":
+                return  # never speculative: a job waits for the committed end
+        turn = VoiceTurn(heard.utterance, heard.text, heard, decision=decision)
         if committed:
             turn.committed.set()
         self.turn = turn
@@ -250,6 +250,7 @@ class VoiceSession:
                 received_ms=heard.last_word_ms if heard is not None else now_ms(),
                 source=turn.source,
                 heard_ms={},
+                decision=turn.decision,
             ))  # fmt: skip
             turn.request = request
             turn.voiced = tts is not None

@@ -7,7 +7,7 @@ import asyncio
 from dataclasses import dataclass, field
 from typing import Any
 
-from assistant.records import now_ms
+from assistant.records import RouteDecision, now_ms
 from assistant.speech.hearing import Heard
 from assistant.turns.pipeline import Playback, TurnRequest
 from assistant.turns.playback import heard_part
@@ -21,6 +21,9 @@ class VoiceTurn:
     text: str
     heard: Heard | None
     """What the listener heard; None for a typed turn or a notice."""
+    decision: RouteDecision | None = None
+    """The lane chosen when the reply was prepared (the turn is not routed again); None: the
+    turn routes itself."""
     committed: asyncio.Event = field(default_factory=asyncio.Event)
     task: asyncio.Task[None] | None = None
     discard: bool = False

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from assistant.errors import AssistantError
-from assistant.records import RouteDecision, now_ms
+from assistant.records import now_ms
 from assistant.settings import Settings
 from assistant.speech.audio import SAMPLE_RATE
 from assistant.speech.models import SpeechModels
@@ -240,13 +240,6 @@ def add_listen_route(app: Any, rt: Runtime, speech: SpeechModels) -> None:
             except AssistantError:
                 return await speech.tts(None, float(prefs.get("rate", 1.0)))
 
-        async def route(text: str) -> str:
-            def decide() -> RouteDecision:  # the conversation is read too (issue 30)
-                context = rt.turns.chat.conversation(session().conversation_id)
-                return rt.router.decide(text, conversation=context)
-
-            return str((await asyncio.to_thread(decide)).lane)
-
         quiet = Quiet()
 
         async def send_json(message: dict[str, Any]) -> None:
@@ -258,7 +251,7 @@ def add_listen_route(app: Any, rt: Runtime, speech: SpeechModels) -> None:
             await out.send_bytes(data)
 
         session = VoiceSession(
-            listener, session, owner=owner, tts=tts, route=route,
+            listener, session, owner=owner, tts=tts,
             send_json=send_json, send_bytes=send_bytes,
         )  # fmt: skip
         hearing = asyncio.create_task(session.run(), name="call-hear")
