@@ -26,6 +26,7 @@ from tests.app_proc import CLI_SERVE, App, run_app
 from tests.chromium import AUTOPLAY, MICROPHONE, launch, needs_chromium
 from tests.conftest import AUDIO
 from tests.simengine_proc import run_simengine, sim_requests
+from tests.waiting import wait_until
 
 pytestmark = needs_chromium
 RATE = 16000
@@ -182,3 +183,38 @@ def test_the_call_control_fits_a_phone(page, app):
         assert state.inner_text().isascii()
     finally:
         phone.close()
+
+
+def test_stop_during_a_call_stops_its_reply_through_the_session(page, app, engine):
+    """The page's Stop during a call: its event stops the call's reply (the page sends no
+    stop of its own on the call's socket); the turn is kept, marked stopped, as heard."""
+    from playwright.sync_api import expect
+
+    sent: list[str] = []
+    page.on("websocket", lambda ws: ws.on("framesent", lambda f: sent.append(str(f))))
+    call = page.locator("#handsfree button.call-button")
+    call.click()  # the recording has played out: the call hears silence
+    expect(page.locator("#handsfree")).to_have_attribute("data-state", "listening")
+    page.get_by_placeholder("Type a message").fill("tell me about the moon")
+    page.get_by_role("button", name="Send", exact=True).click()
+    # the reply is being said (about 10 s of speech): Stop now
+    expect(page.locator("#handsfree")).to_have_attribute("data-state", "speaking")
+    page.get_by_role("button", name="Stop", exact=True).click()
+    expect(page.locator("#handsfree")).to_have_attribute("data-state", "listening")
+
+    def stopped() -> Any:
+        store = Store(app.data_dir / "assistant.db")
+        try:
+            (conversation,) = store.conversations("local")
+            turns = store.transcript(conversation.id)
+        finally:
+            store.close()
+        typed = [t for t in turns if "moon" in t.user_text]
+        return typed[0] if typed and typed[0].result.error else None
+
+    turn = wait_until(stopped, 60, "the stopped turn to be stored")
+    assert turn.source == "typed" and "stopped" in turn.result.error
+    assert len(turn.result.reply.split()) < 25  # cut where the page was, not all 25 words
+    assert not any('"stop"' in f for f in sent)  # one cancel: the session's, not the socket's
+    call.click()
+    assert page.wait_for_function("() => !window.assistantHandsFree.active()")

@@ -78,9 +78,11 @@ def answered(page: Any, n: int) -> list[str]:
     """Open WebUI's answers once the `n`th has arrived whole: its actions show under it (Open
     WebUI draws a response's Copy button once the message is done), so its text is final."""
     wait_until(
-        lambda: page.locator(".copy-response-button").count() >= n
-        and len(answers(page)) >= n
-        and "You said" in answers(page)[n - 1],
+        lambda: (
+            page.locator(".copy-response-button").count() >= n
+            and len(answers(page)) >= n
+            and "You said" in answers(page)[n - 1]
+        ),
         ANSWER_S,
         f"answer {n} in Open WebUI's page",
         every=0.25,

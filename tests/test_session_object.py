@@ -148,3 +148,38 @@ def test_the_ways_in_reach_the_turn_machinery_only_through_the_session():
     assert "assistant.web.call" in adapters and "assistant.cli_chat" in adapters
     for name in adapters:
         assert "assistant.turns.pipeline" not in _imports(modules[name], modules), name
+
+
+def test_the_pages_stop_stops_the_logins_call_and_the_conversations_turn(tmp_path: Path):
+    """Stop is one cancel: the call is told to stop its reply (it says so on its own socket)
+    and the conversation's turn ends; another login's call is left alone."""
+
+    class Call:
+        def __init__(self, owner: str):
+            self.owner, self.conversation_id, self.barged = owner, None, 0
+
+        async def barge_in(self) -> None:
+            self.barged += 1
+
+    async def run():
+        store = Store(tmp_path / "a.db")
+        calls = Calls()
+        pipeline = SlowPipeline()
+        sessions = Sessions(lambda: pipeline, Conversations(store), calls)  # type: ignore[arg-type, return-value]
+        alices, bobs = Call("alice"), Call("bob")
+        calls.join(alices)  # type: ignore[arg-type]
+        calls.join(bobs)  # type: ignore[arg-type]
+        session = sessions.of("alice", None)
+        got: list[TurnEvent] = []
+        reading = asyncio.create_task(_read(session.ask(Ask(text="one")), got))
+        while len(got) < 2:
+            await asyncio.sleep(0.01)
+        await sessions.stop("alice", session.conversation_id)
+        await reading
+        await sessions.stop("alice", None)  # a tab with no conversation yet: the call only
+        store.close()
+        return pipeline, session, alices, bobs
+
+    pipeline, session, alices, bobs = asyncio.run(run())
+    assert pipeline.ended == ["stopped"] and session.stopped_why == "Stop"
+    assert (alices.barged, bobs.barged) == (2, 0)

@@ -68,6 +68,16 @@ class Sessions:
         """A session in no conversation: a client's housekeeping (a title, tags)."""
         return Session(owner, None, self._pipeline(), self.calls)
 
+    async def stop(self, owner: str, conversation_id: str | None, why: str = "Stop") -> None:
+        """The page's Stop, its one cancel: the login's call stops its reply (said on its
+        socket, kept as what was heard), and the turn running in the conversation ends."""
+        call = self.calls.of(owner, conversation_id)
+        if call is not None:
+            await call.barge_in()
+        session = self._open.get((owner, conversation_id)) if conversation_id else None
+        if session is not None:
+            await session.stop(why)
+
     def _session(self, owner: str, cid: str) -> Session:
         session = self._open.get((owner, cid))
         if session is None:

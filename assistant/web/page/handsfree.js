@@ -186,7 +186,8 @@
     return on;
   }
 
-  // the page's Stop also stops the call's reply (one cancel path: the session's)
+  // the page's Stop also stops the call's reply: silenced here at once (and reported as
+  // played so far); the reply itself is stopped by the session, from the Stop's own event
   document.addEventListener('click', (e) => {
     if (e.target.closest && e.target.closest('#handsfree button.call-button')) toggle(!live);
     else if (e.target.closest && e.target.closest('#mic button.record-button') && live) {
@@ -195,10 +196,7 @@
       live.unmute = setTimeout(() => { if (live) live.muted = false; }, 130000);  // past the longest recording
     }
     else if (e.target.closest && e.target.closest('#mic button.stop-button') && live) live.muted = false;
-    else if (e.target.closest && e.target.closest('#stop-button') && live && live.ws.readyState === 1) {
-      silence();
-      live.ws.send(JSON.stringify({ stop: true }));
-    }
+    else if (e.target.closest && e.target.closest('#stop-button') && live) silence();
   }, true);
 
   window.assistantHandsFree = { toggle, active: () => live !== null };

@@ -36,6 +36,11 @@ BANNER_EVERY_S = 10.0
 PROBE_CACHE_S = 5.0
 # Stop and barge-in also silence what the browser is already playing.
 PAUSE_AUDIO_JS = "() => { document.querySelectorAll('audio').forEach((a) => a.pause()); }"
+STOP_JS = (
+    "(session) => { document.querySelectorAll('audio').forEach((a) => a.pause()); "
+    "return [session]; }"
+)
+"""Stop: the page's audio pauses at once, before the server stops the turn."""
 STAMP_SENT_JS = (
     "(audio, history, session, speak, sent) => [audio, history, session, speak, Date.now()]"
 )
@@ -316,7 +321,11 @@ def build_ui(rt: Runtime, speech: SpeechModels | None = None) -> gr.Blocks:
         )  # fmt: skip
         demo.load(None, js=MIC_CHECK_JS, **private)
         # Stop, or starting to speak again (barge-in), cancels the reply and its speech
-        stop.click(None, js=PAUSE_AUDIO_JS, cancels=replies, **private)
+        # Stop: the session stops the turn (and a call's reply, so the page sends no stop of
+        # its own on the call's socket); `cancels` ends the page's callbacks waiting on it.
+        # Off the queue: a full queue must not hold a Stop back.
+        stop.click(turns.stop, inputs=[session], js=STOP_JS, cancels=replies,
+                   queue=False, **private)  # fmt: skip
         mic.start_recording(None, js=PAUSE_AUDIO_JS, cancels=replies, **private)
         wire_conversations(demo, side, library, session, chatbot, replies)
         speak.input(voices.save_speak, inputs=speak, outputs=reply_audio, **private)

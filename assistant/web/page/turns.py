@@ -238,6 +238,13 @@ class Turns:
                 yield history_out, gr.skip() if cleared else "", audio
                 cleared = True
 
+    async def stop(self, tab: Tab, request: gr.Request) -> None:
+        """Stop: the tab's turn, and a call's reply, end through their session (the page's
+        own audio is paused in the browser at once)."""
+        owner = owner_of(self.settings, request)
+        cid = tab.conversation_id if tab.owner == owner else None
+        await self.sessions.stop(owner, cid, "Stop")
+
     async def voice(
         self,
         audio_path: str | None,
