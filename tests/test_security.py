@@ -344,7 +344,7 @@ def test_throttle_counts_many_user_names_from_one_address():
 
 
 def test_throttle_memory_is_bounded(monkeypatch):
-    monkeypatch.setattr("assistant.web.edge.security.MAX_TRACKED", 100)
+    monkeypatch.setattr("assistant.web.edge.throttle.MAX_TRACKED", 100)
     t = LoginThrottle()
     for i in range(1000):
         t.failed(f"user{i}", f"10.0.{i // 250}.{i % 250}")

@@ -183,3 +183,17 @@ def test_the_pages_stop_stops_the_logins_call_and_the_conversations_turn(tmp_pat
     pipeline, session, alices, bobs = asyncio.run(run())
     assert pipeline.ended == ["stopped"] and session.stopped_why == "Stop"
     assert (alices.barged, bobs.barged) == (2, 0)
+
+
+def test_who_is_asking_is_read_in_one_module():
+    """One rule for who a request is (issue 34): the page's login, the call socket's cookie,
+    `/v1`'s Bearer key and the command line's secret are read in `web/edge/identity.py` only."""
+    markers = ("request.username", "access-token-", '.get("authorization"', "get(SECRET_HEADER")
+    root = Path(__file__).resolve().parents[1] / "assistant"
+    readers = {
+        path.relative_to(root).as_posix()
+        for path in root.rglob("*.py")
+        for marker in markers
+        if marker in path.read_text()
+    }
+    assert readers == {"web/edge/identity.py"}

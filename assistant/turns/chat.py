@@ -40,6 +40,8 @@ if TYPE_CHECKING:
     from assistant.routing.router import Router
 
 log = logging.getLogger(__name__)
+History = tuple[tuple[str, str], ...] | None
+"""The conversation as a client sent it, (request, reply) pairs; None: as stored."""
 
 EXHAUSTED_MESSAGE = (
     "The engine spent its whole reasoning budget and gave no answer, even after a retry "
@@ -84,9 +86,7 @@ class ChatService:
         self.jobs = jobs
         self.batcher = RouteBatcher()
 
-    def history(
-        self, conversation_id: str | None, given: tuple[tuple[str, str], ...] | None = None
-    ) -> list[tuple[str, str]]:
+    def history(self, conversation_id: str | None, given: History = None) -> list[tuple[str, str]]:
         """`given` (a client's own history) if there is one, else the stored conversation's."""
         if given is not None:
             return list(given)
@@ -95,7 +95,7 @@ class ChatService:
         return [(u, _as_heard(r)) for u, r in self.store.turns(conversation_id) if _in_history(r)]
 
     def conversation(
-        self, conversation_id: str | None, given: tuple[tuple[str, str], ...] | None = None
+        self, conversation_id: str | None, given: History = None
     ) -> Conversation | None:
         """What the router reads besides the message (issue 30): the last exchanges, the offer
         the last reply made, the lane and task of the last request, and whether a job of this
@@ -130,7 +130,7 @@ class ChatService:
         decision: RouteDecision,
         text: str,
         conversation_id: str | None,
-        history: tuple[tuple[str, str], ...] | None,
+        history: History,
     ) -> RouteDecision:
         """The decision a model's `delegate` call leads to: when the message answers an offer
         of the last reply, the job's text is the offered task (issue 37 item 3), as when the
@@ -140,20 +140,12 @@ class ChatService:
         return dataclasses.replace(decision, text=task) if task else decision
 
     async def route(
-        self,
-        text: str,
-        conversation_id: str | None,
-        history: tuple[tuple[str, str], ...] | None = None,
-        *,
-        explicit: bool = False,
+        self, text: str, cid: str | None, history: History = None, *, explicit: bool = False
     ) -> RouteDecision:
-        """The lane `text` takes in this conversation, with no engine call. The classifier is
-        CPU work (an encoder pass): off the event loop, like STT and TTS, and one pass for the
-        requests of all turns that are routing at once."""
-        conversation = self.conversation(conversation_id, history)
-        return await self.batcher.decide(
-            self.router, text, explicit=explicit, conversation=conversation
-        )
+        """The lane of `text` in conversation `cid`, with no engine call. The classifier is CPU
+        work (an encoder pass): off the event loop, one pass for all turns routing at once."""
+        context = self.conversation(cid, history)
+        return await self.batcher.decide(self.router, text, explicit=explicit, conversation=context)
 
     def jobs_note(self, owner: str, conversation_id: str | None) -> str:
         """What the chat request says of this conversation's latest job (DESIGN.md 4: "how's
@@ -176,7 +168,7 @@ class ChatService:
         follow_job: bool = False,
         housekeeping: bool = False,
         decision: RouteDecision | None = None,
-        history: tuple[tuple[str, str], ...] | None = None,
+        history: History = None,
         max_tokens: int | None = None,
         job_key: str | None = None,
     ) -> AsyncIterator[TurnEvent]:
@@ -269,7 +261,7 @@ class ChatService:
         result: TurnResult,
         rec: Recorder,
         max_tokens: int | None = None,
-        given: tuple[tuple[str, str], ...] | None = None,
+        given: History = None,
         tools: bool = True,
         note: str = "",
     ) -> AsyncIterator[TurnEvent]:

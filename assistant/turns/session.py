@@ -211,9 +211,8 @@ class VoiceSession:
                 await self._state("speaking" if self._playing_until > now_ms() else "listening")
 
     async def _start(self, heard: Heard, *, committed: bool) -> None:
-        decision = None
+        decision = None  # routed here, once: the request carries the decision into the turn
         if not committed:
-            # routed here, once: the request carries the decision into the turn
             with contextlib.suppress(Exception):
                 decision = await self.session().route(heard.text)
             if decision is not None and decision.lane == "deep":

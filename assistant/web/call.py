@@ -35,10 +35,10 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from assistant.errors import AssistantError
 from assistant.records import now_ms
-from assistant.settings import Settings
 from assistant.speech.audio import SAMPLE_RATE
 from assistant.speech.models import SpeechModels
 from assistant.turns.playback import Played
+from assistant.web.edge.identity import socket_owner
 
 if TYPE_CHECKING:
     from assistant.runtime import Runtime
@@ -110,18 +110,6 @@ def frame_refusal(data: bytes, pace: Pace) -> str | None:
     return None
 
 
-def ws_owner(app: Any, ws: WebSocket, settings: Settings) -> str | None:
-    """The login behind a WebSocket (Gradio's own cookie), "local" without one; None: none."""
-    if not settings.auth:
-        return "local"
-    cookie_id = getattr(app, "cookie_id", "")
-    token = ws.cookies.get(f"access-token-{cookie_id}") or ws.cookies.get(
-        f"access-token-unsecure-{cookie_id}"
-    )
-    user = getattr(app, "tokens", {}).get(token) if token else None
-    return str(user) if user else None
-
-
 Inbound = tuple[bytes, float] | dict[str, Any] | None
 """What the reader passes on: an audio frame and when it arrived, a control message, or None
 (the call is over: the page left, went quiet or broke a rule)."""
@@ -184,7 +172,7 @@ def add_listen_route(app: Any, rt: Runtime, speech: SpeechModels) -> None:
     app.state.calls = calls
 
     async def listen(ws: WebSocket) -> None:
-        owner = ws_owner(app, ws, settings)
+        owner = socket_owner(app, ws, settings)
         if owner is None:
             await ws.close(code=4401, reason="log in first")
             return
@@ -285,7 +273,7 @@ def add_listen_route(app: Any, rt: Runtime, speech: SpeechModels) -> None:
         for `QUIET_S`: the page is told why, the socket closed and the session ended."""
         while True:
             await asyncio.sleep(WATCH_S)
-            if ws_owner(app, out.ws, settings) != owner:  # Gradio dropped the login's token
+            if socket_owner(app, out.ws, settings) != owner:  # Gradio dropped the login's token
                 why, code = "you logged out; the call ends", 4401
             elif session.state in BUSY_STATES or session.turn is not None:
                 quiet.now()

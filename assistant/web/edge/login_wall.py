@@ -22,6 +22,7 @@ from starlette.requests import cookie_parser
 
 from assistant.web.edge.asgi import Message, Receive, Scope, Send, TooLarge, read_body, replay
 from assistant.web.edge.exposure import Refusal
+from assistant.web.edge.identity import login_cookie
 
 PUBLIC_PAGES = frozenset(
     {"/", "/favicon.ico", "/robots.txt", "/manifest.json", "/theme.css", "/logout",
@@ -49,19 +50,6 @@ MAX_OWNED = 20_000
 """Session and event ids remembered, the least recently used forgotten first. Gradio keeps
 the state of far fewer sessions (`server.SESSION_STATES`), so an id forgotten here has no
 state left to take over."""
-
-
-def login_token(scope: Scope, headers: dict[str, str]) -> tuple[dict[str, Any], str] | None:
-    """Gradio's table of login tokens and the request's token in it (its login cookie)."""
-    app = scope.get("app")
-    cookie_id, tokens = getattr(app, "cookie_id", None), getattr(app, "tokens", None)
-    if cookie_id is None or not isinstance(tokens, dict):
-        return None
-    cookies = cookie_parser(headers.get("cookie", ""))
-    token = cookies.get(f"access-token-{cookie_id}") or cookies.get(
-        f"access-token-unsecure-{cookie_id}"
-    )
-    return (tokens, token) if token and tokens.get(token) else None
 
 
 def is_public(scope: Scope) -> bool:
@@ -140,7 +128,7 @@ class LoginWall:
         """The login behind a request; None once its token is older than `max_age_s` (Gradio
         keeps tokens for as long as it runs): then Gradio forgets it too, and its page shows
         the login form again."""
-        found = login_token(scope, headers)
+        found = login_cookie(scope.get("app"), cookie_parser(headers.get("cookie", "")))
         if found is None:
             return None
         tokens, token = found

@@ -38,7 +38,7 @@ from assistant.records import TurnEvent, TurnResult, now_ms
 from assistant.session import Ask, Sessions
 from assistant.settings import Settings
 from assistant.turns.chat import check_text
-from assistant.web.edge.local_gate import LocalGate
+from assistant.web.edge.identity import Gate, LocalGate
 from assistant.web.openai import housekeeping
 from assistant.web.openai.threads import THREADS_KEPT, Threads, thread_key  # noqa: F401
 from assistant.web.openai.wire import (  # noqa: F401  (re-exported)
@@ -54,7 +54,6 @@ from assistant.web.openai.wire import (  # noqa: F401  (re-exported)
     ApiError,
     Completion,
     EventStream,
-    Gate,
     api_error,
     exchanges,
     extra_of,

@@ -5,7 +5,6 @@ conversations, admission gates and the event stream (used by `web.openai.route`)
 from __future__ import annotations
 
 import asyncio
-import hmac
 import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -26,8 +25,6 @@ from assistant.errors import (
 )
 from assistant.records import RouteDecision, TurnResult
 from assistant.settings import Settings
-from assistant.web.edge.security import LoginThrottle, is_loopback
-from assistant.web.metrics_route import FORWARDED
 from assistant.web.openai.housekeeping import Chore, recognise
 from assistant.web.openai.shown_thinking import strip_shown_thinking
 
@@ -262,43 +259,6 @@ async def read_json(request: Request, limit: int = MAX_BODY_BYTES) -> Any:
         raise ApiError(400, f"the body is not JSON: {e}", "invalid_request_error") from e
     except RecursionError as e:  # thousands of nested brackets: not a request, not a 500
         raise ApiError(400, "the body's JSON is nested too deeply", "invalid_request_error") from e
-
-
-# --- who is asking -----------------------------------------------------------------------
-
-
-class Gate:
-    """Who a request is from: a login's name, "local" without logins, or an ApiError."""
-
-    def __init__(self, settings: Settings, throttle: LoginThrottle | None = None):
-        self.auth = settings.auth
-        self.throttle = throttle or LoginThrottle()
-
-    def owner(self, request: Request) -> str:
-        peer = request.client.host if request.client else ""
-        if not self.auth:
-            if is_loopback(peer) and not any(h in request.headers for h in FORWARDED):
-                return "local"
-            raise ApiError(403, "without ASSISTANT_AUTH the API answers loopback clients only",
-                           "permission_error", "loopback_only")  # fmt: skip
-        scheme, _, credential = request.headers.get("authorization", "").partition(" ")
-        user, sep, password = credential.strip().partition(":")
-        if scheme.lower() != "bearer" or not sep:
-            raise ApiError(401, "send Authorization: Bearer USER:PASSWORD of one of the logins",
-                           "invalid_request_error", "invalid_api_key")  # fmt: skip
-        wait = self.throttle.retry_after(user, peer)
-        if wait > 0:
-            raise ApiError(429, "too many failed logins; try again later", "rate_limit_error",
-                           "login_throttled", retry_after=wait + 1)  # fmt: skip
-        for name, secret in self.auth:
-            # both compared whole, in constant time: no early exit tells what matched
-            if hmac.compare_digest(name.encode(), user.encode()) & hmac.compare_digest(
-                secret.encode(), password.encode()
-            ):
-                self.throttle.succeeded(user, peer)
-                return name
-        self.throttle.failed(user, peer)
-        raise ApiError(401, "wrong user or password", "invalid_request_error", "invalid_api_key")
 
 
 # --- the responses -----------------------------------------------------------------------

@@ -20,7 +20,8 @@ from assistant.session import Ask, Sessions
 from assistant.settings import Settings
 from assistant.turns.chat import check_text
 from assistant.turns.voice import transcribe
-from assistant.web.page.turns import SpeechModels, owner_of
+from assistant.web.edge.identity import owner_of
+from assistant.web.page.turns import SpeechModels
 
 
 class Api:

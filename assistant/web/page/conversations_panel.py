@@ -19,7 +19,8 @@ from assistant.records import ConversationInfo
 from assistant.settings import Settings
 from assistant.speech.tts import MAX_RATE, MIN_RATE, voice_choices
 from assistant.turns.conversations import UNTITLED, Conversations
-from assistant.web.page.turns import Session, history_of, owner_of
+from assistant.web.edge.identity import owner_of
+from assistant.web.page.turns import Session, history_of
 
 # a phone-width sidebar covers the whole page: close it at start and once a conversation is
 # picked there, so the conversation itself comes first

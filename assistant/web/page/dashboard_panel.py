@@ -17,8 +17,8 @@ from assistant.loop_lag import LoopLag
 from assistant.settings import Settings
 from assistant.turns.conversations import Conversations
 from assistant.web.edge.exposure import FORWARDED, is_loopback
+from assistant.web.edge.identity import owner_of
 from assistant.web.page.dashboard import EngineWatch, bar_order, engine_markdown, latency_frame
-from assistant.web.page.turns import owner_of
 
 REFRESH_S = 5.0
 """How often an open page refreshes the plots and the engine panel (the engine is read at

@@ -27,7 +27,8 @@ from assistant.settings import Settings
 from assistant.speech.audio import wav_bytes
 from assistant.speech.pools import speech_pools
 from assistant.turns.calls import Calls
-from assistant.web.page.turns import Session, SpeechModels, owner_of, voice_of
+from assistant.web.edge.identity import owner_of
+from assistant.web.page.turns import Session, SpeechModels, voice_of
 
 HEADERS = ["id", "state", "elapsed", "tokens", "task"]
 # wide enough at desk widths that no header or value breaks inside a word; the task takes the

@@ -25,6 +25,7 @@ from assistant.settings import Settings
 from assistant.speech.audio import wav_bytes
 from assistant.speech.models import SpeechModels
 from assistant.turns.voice import ForLogin
+from assistant.web.edge.identity import owner_of
 
 log = logging.getLogger(__name__)
 
@@ -42,13 +43,6 @@ class Tab:
     turns_ended: int = 0
     """Counts finished turns: a job notice tick tells from it that its chat value went stale."""
     pending: list[dict[str, Any]] = field(default_factory=list)
-
-
-def owner_of(settings: Settings, request: gr.Request | None) -> str:
-    """With a login, the user name; without, everyone is "local"."""
-    if settings.auth and request is not None and request.username:
-        return str(request.username)
-    return "local"
 
 
 Session = Tab
