@@ -197,3 +197,47 @@ def test_who_is_asking_is_read_in_one_module():
         if marker in path.read_text()
     }
     assert readers == {"web/edge/identity.py"}
+
+
+def test_a_jobs_notice_goes_one_way_said_in_the_call_else_on_the_page():
+    """Each ended job's notice is taken once: shown on the page, and said in the login's call
+    when one is open (the page then plays nothing), else said by the page."""
+    from assistant.records import Job
+    from assistant.session.notices import Notices
+
+    def job(jid, state, **fields):
+        return Job(jid, "alice", "p", state, created_at=0, updated_at=0, **fields)
+
+    class Queue:
+        def __init__(self):
+            self.ended = {"alice": [job("j1", "done", result="# The report\n...")]}
+
+        def take_ended(self, owner):
+            return self.ended.pop(owner, [])
+
+    class Call:
+        owner, conversation_id = "alice", "c1"
+
+        def __init__(self):
+            self.said: list[str] = []
+
+        def announce(self, text):
+            self.said.append(text)
+
+    async def run():
+        calls, call = Calls(), Call()
+        notices = Notices(Queue(), calls)  # type: ignore[arg-type]
+        calls.join(call)  # type: ignore[arg-type]
+        first = await notices.deliver("alice", "c1")
+        again = await notices.deliver("alice", "c1")
+        calls.part(call)  # type: ignore[arg-type]
+        notices.jobs.ended["alice"] = [job("j2", "failed", error="engine down")]
+        no_call = await notices.deliver("alice", "c1")
+        return first, again, no_call, call
+
+    first, again, no_call, call = asyncio.run(run())
+    assert first.shown == ["✅ Job j1 is done: The report"] and first.to_say == ""
+    assert call.said == ["Your delegated job is done."]  # said in the call, once
+    assert again.shown == [] and again.to_say == ""
+    assert no_call.shown == ["❌ Job j2 failed: engine down"]
+    assert no_call.to_say == "Your delegated job failed."  # no call: the page says it

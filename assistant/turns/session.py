@@ -1,15 +1,14 @@
 """A call: one voice session per open page, on the server, owning that page's voice turns.
 
-The session hears what the `Listener` hears and runs the turn itself (a kept task): the end of
-the turn is the listener's turn-end model's, it knows what it is saying (the reply's text and
-how much audio was sent), barges in by cancelling the task, and sends the reply's audio back
-over the same WebSocket. The page only shows the session's events and plays its audio.
+The session hears what the `Listener` hears and runs the turn (a kept task of the conversation's
+`assistant.session.Session`): the end is the listener's turn-end model's; it knows what it is
+saying (the reply's text, the audio sent), barges in by cancelling the turn, and sends the
+reply's audio back on the socket. The page only shows the session's events and plays its audio.
 
 Replies are prepared before the end is confirmed: at a candidate end (200 ms of silence) the
 turn starts on the candidate's transcript (route, chat-lane request, first sentence's speech)
 and its events are held; the committed end releases them, a resumption cancels the turn and
-it is forgotten (never stored). A turn the router sends to the deep lane is never started
-speculatively: it waits for the commit, so no job is ever queued for words that went on.
+it is forgotten (never stored). A deep turn waits for the commit: no job for words that went on.
 
 Messages to the page (JSON; audio as binary frames after an "audio" header):
 
@@ -17,8 +16,7 @@ Messages to the page (JSON; audio as binary frames after an "audio" header):
     {"kind": "speech" | "partial" | "ignored", "utterance": n, "text": ...}
     {"kind": "turn", "utterance": n, "text": ...}          the committed request
     {"kind": "reply", "utterance": n, "text": ...}         the reply so far
-    binary frame                                           reply audio: the sample rate
-                                                           (uint32 LE), then int16 PCM
+    binary frame                          reply audio: the sample rate (uint32 LE), then int16 PCM
     {"kind": "done", "utterance": n, "meta": ..., "stopped": bool}
     {"kind": "barge", "utterance": n}                      stop playing now
 """
@@ -87,6 +85,7 @@ class VoiceSession:
         """Numbers for turns the listener did not hear (typed, notices): below zero."""
         self._notices: list[str] = []
         self._notice_task: asyncio.Task[None] | None = None
+        self._changed = asyncio.Event()  # the state or the turn changed (see `_announce`)
 
     async def run(self) -> None:
         while True:
@@ -178,9 +177,9 @@ class VoiceSession:
 
     async def _announce(self) -> None:
         while self._notices:
-            # quiet: no turn, nothing playing, nobody speaking (a short wait, not a hot loop)
-            while self.turn is not None or self.state != "listening":  # noqa: ASYNC110
-                await asyncio.sleep(0.1)
+            while self.turn is not None or self.state != "listening":  # quiet: no turn, no sound
+                self._changed.clear()
+                await self._changed.wait()  # told when the state or the turn changes
             text = " ".join(self._notices)
             self._notices.clear()
             self._own -= 1
@@ -225,6 +224,7 @@ class VoiceSession:
 
     async def _cancel(self, *, discard: bool) -> None:
         turn, self.turn = self.turn, None
+        self._changed.set()
         if turn is None or turn.task is None:
             return
         turn.discard = discard
@@ -288,8 +288,7 @@ class VoiceSession:
             raise
         except Exception as e:  # a failed turn must not end the call
             log.warning("voice turn failed: %s", e)
-            await self.send_json({"kind": "reply", "utterance": turn.utterance,
-                                  "text": f"⚠️ {e}"})  # fmt: skip
+            await self.send_json({"kind": "reply", "utterance": turn.utterance, "text": f"⚠️ {e}"})
         finally:
             if self.turn is turn:
                 self.turn = None
@@ -411,6 +410,7 @@ class VoiceSession:
         self._echo_task = asyncio.create_task(off(), name="echo-off")
 
     async def _state(self, state: str) -> None:
+        self._changed.set()  # also when it stays: a turn may have ended in it
         if state != self.state:
             self.state = state
             await self.send_json({"kind": "state", "state": state})

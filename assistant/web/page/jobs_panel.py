@@ -8,7 +8,6 @@ owner's sessions polls first.
 
 from __future__ import annotations
 
-import asyncio
 import html
 import re
 import tempfile
@@ -23,6 +22,7 @@ import gradio as gr
 from assistant.errors import AssistantError
 from assistant.jobs import JobQueue
 from assistant.records import Job
+from assistant.session.notices import Notices
 from assistant.settings import Settings
 from assistant.speech.audio import wav_bytes
 from assistant.speech.pools import speech_pools
@@ -92,15 +92,6 @@ def job_markdown(job: Job) -> str:
     return head + stats + body
 
 
-def notice_text(job: Job) -> tuple[str, str]:
-    """(chat message, what to say) for a job that ended."""
-    if job.state == "done":
-        first = next((ln.strip("# ").strip() for ln in job.result.splitlines() if ln.strip()), "")
-        first = first if len(first) <= 120 else first[:117] + "..."
-        return f"✅ Job {job.id} is done: {first}", "Your delegated job is done."
-    return f"❌ Job {job.id} failed: {job.error}", "Your delegated job failed."
-
-
 @dataclass
 class JobsPanel:
     """The panel's components."""
@@ -149,8 +140,8 @@ class Jobs:
         calls: Calls | None = None,
     ):
         self.jobs = jobs
-        self.calls = calls or Calls()
-        """The calls open on the page: a notice is said in the owner's call, if one is open."""
+        self.notices_of = Notices(jobs, calls or Calls())
+        """Where a notice goes: the owner's call, if one is open, else this page."""
         self.settings = settings
         self.speech = speech
         self.prefs = prefs
@@ -221,17 +212,10 @@ class Jobs:
         # turn's reply. Then the notices wait for the next tick (or the next turn's end).
         turns = session.turns_ended
         owner = owner_of(self.settings, request)
-        ended = await asyncio.to_thread(self.jobs.take_ended, owner)
-        said = []
-        for job in ended:
-            text, spoken = notice_text(job)
-            session.pending.append({"role": "assistant", "content": text})
-            said.append(spoken)
-        call = self.calls.of(owner, session.conversation_id) if said else None
-        if call is not None:  # said in the call, which would hear the page's player as speech
-            call.announce(" ".join(said))
-            said = []
-        audio = await self._say(" ".join(said), owner) if speak and said else None
+        delivered = await self.notices_of.deliver(owner, session.conversation_id)
+        session.pending += [{"role": "assistant", "content": t} for t in delivered.shown]
+        said = delivered.to_say
+        audio = await self._say(said, owner) if speak and said else None
         stale = session.busy or session.turns_ended != turns
         if stale or not session.pending:
             # a running turn appends the pending notices when it ends
