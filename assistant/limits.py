@@ -165,24 +165,42 @@ def uploads(settings: Any) -> DailyBytes:
 
 
 def held_events(queue: Any, owner: str) -> int:
-    """`owner`'s events in Gradio's queue, waiting or running (Gradio keeps each in
+    """`owner`'s turns in Gradio's queue, waiting or running (Gradio keeps each event in
     `event_ids_to_events` from its push to its end)."""
-    return sum(1 for e in list(queue.event_ids_to_events.values()) if e.username == owner)
+    events = list(queue.event_ids_to_events.values())
+    return sum(1 for e in events if e.username == owner and is_turn(e.fn))
+
+
+TURN_FUNCTIONS = frozenset({"chat", "delegate", "voice", "transcribe"})
+"""The Gradio functions that are turns (the page's and the Gradio API's): the only events the
+cap counts and refuses. Saving a setting, a timer's refresh or opening a conversation is never
+refused for a login's turns (on a busy machine the page's own refreshes and two quick saves
+filled the cap, and a voice setting was refused, lost after a reload)."""
+
+
+def is_turn(fn: Any) -> bool:
+    """Whether Gradio's `fn` (a `BlockFunction`) runs a turn."""
+    return getattr(getattr(fn, "fn", None), "__name__", "") in TURN_FUNCTIONS
 
 
 def cap_page_turns(queue: Any, limit: int) -> bool:
-    """Refuse a login's next Gradio event (a chat, voice or API turn) while it has `limit`
+    """Refuse a login's next Gradio turn (a chat, voice or API turn) while it has `limit`
     waiting or running: 429 with the limit's name, which Gradio's page shows. False when the
     queue is not the one this was written for (then nothing is capped)."""
     if not hasattr(queue, "event_ids_to_events") or not hasattr(queue, "push"):
         return False
     from fastapi import HTTPException
+    from gradio import route_utils
 
     push = queue.push
 
     async def capped_push(body: Any, request: Any, username: str | None) -> Any:
         if username is not None:
-            why = turns_refusal(held_events(queue, username), limit)
+            try:
+                turn = is_turn(route_utils.get_fn(queue.blocks, None, body))
+            except Exception:  # no such function or session: Gradio's own push says so
+                turn = False
+            why = turns_refusal(held_events(queue, username), limit) if turn else None
             if why is not None:
                 raise HTTPException(status_code=429, detail=why)
         return await push(body=body, request=request, username=username)

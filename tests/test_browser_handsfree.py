@@ -133,7 +133,11 @@ def test_pauses_end_turns_and_speech_over_a_reply_interrupts_it(page, app, engin
         store.close()
     assert [t.source for t in turns] == ["voice"] * 3  # two requests and the barge-in
     assert turns[0].result.error is None and turns[0].result.timings.endpoint is not None
-    assert "ask not" in turns[0].user_text.lower()
+    # the whole sentence, pauses and all, is the first turn (Whisper under load may hear
+    # "asks not" or "America", so the check is on the words either side of each pause)
+    first = turns[0].user_text.lower()
+    assert "fellow america" in first and re.search(r"\basks? not\b", first), first
+    assert "what you can do for your country" in first, first
     assert turns[1].result.error and "stopped" in turns[1].result.error  # the barge-in
     # what was heard is what is kept: the stopped reply is stored as far as the page played
     # it (25 words were generated), and the third request's prompt carries just that

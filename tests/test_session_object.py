@@ -151,38 +151,44 @@ def test_the_ways_in_reach_the_turn_machinery_only_through_the_session():
 
 
 def test_the_pages_stop_stops_the_logins_call_and_the_conversations_turn(tmp_path: Path):
-    """Stop is one cancel: the call is told to stop its reply (it says so on its own socket)
-    and the conversation's turn ends; another login's call is left alone."""
+    """Stop is one cancel: the call answering in the conversation is told to stop its reply
+    (it says so on its own socket) and the conversation's turn ends; the login's call on
+    another conversation (a phone beside a desktop tab) and another login's call go on."""
 
     class Call:
-        def __init__(self, owner: str):
-            self.owner, self.conversation_id, self.barged = owner, None, 0
+        def __init__(self, owner: str, conversation_id: str | None = None):
+            self.owner, self.conversation_id, self.stopped = owner, conversation_id, 0
 
-        async def barge_in(self) -> None:
-            self.barged += 1
+        async def stop(self) -> None:
+            self.stopped += 1
 
     async def run():
         store = Store(tmp_path / "a.db")
         calls = Calls()
         pipeline = SlowPipeline()
-        sessions = Sessions(lambda: pipeline, Conversations(store), calls)  # type: ignore[arg-type, return-value]
-        alices, bobs = Call("alice"), Call("bob")
-        calls.join(alices)  # type: ignore[arg-type]
-        calls.join(bobs)  # type: ignore[arg-type]
+        conversations = Conversations(store)
+        sessions = Sessions(lambda: pipeline, conversations, calls)  # type: ignore[arg-type, return-value]
         session = sessions.of("alice", None)
+        other = sessions.of("alice", None)  # her phone's call answers in another conversation
+        alices, phone = Call("alice", session.conversation_id), Call("alice", other.conversation_id)
+        bobs = Call("bob", session.conversation_id)
+        for call in (alices, phone, bobs):
+            calls.join(call)  # type: ignore[arg-type]
         got: list[TurnEvent] = []
         reading = asyncio.create_task(_read(session.ask(Ask(text="one")), got))
         while len(got) < 2:
             await asyncio.sleep(0.01)
         await sessions.stop("alice", session.conversation_id)
         await reading
-        await sessions.stop("alice", None)  # a tab with no conversation yet: the call only
+        await sessions.stop("alice", None)  # a tab with no conversation yet, none saved: none
+        conversations.remember("alice", conversation=session.conversation_id)
+        await sessions.stop("alice", None)  # now it names the saved one, its calls' conversation
         store.close()
-        return pipeline, session, alices, bobs
+        return pipeline, session, alices, phone, bobs
 
-    pipeline, session, alices, bobs = asyncio.run(run())
+    pipeline, session, alices, phone, bobs = asyncio.run(run())
     assert pipeline.ended == ["stopped"] and session.stopped_why == "Stop"
-    assert (alices.barged, bobs.barged) == (2, 0)
+    assert (alices.stopped, phone.stopped, bobs.stopped) == (2, 0, 0)
 
 
 def test_who_is_asking_is_read_in_one_module():

@@ -69,11 +69,16 @@ class Sessions:
         return Session(owner, None, self._pipeline(), self.calls)
 
     async def stop(self, owner: str, conversation_id: str | None, why: str = "Stop") -> None:
-        """The page's Stop, its one cancel: the login's call stops its reply (said on its
-        socket, kept as what was heard), and the turn running in the conversation ends."""
-        call = self.calls.of(owner, conversation_id)
+        """The page's Stop, its one cancel: the login's call answering in that conversation
+        (no other: a phone call beside a desktop tab on another goes on) stops its reply, said
+        on its socket and kept as what was heard, and the turn running in the conversation
+        ends. A tab with no conversation yet names the one its calls continue (`saved`)."""
+        if conversation_id is None:
+            saved = self.conversations.prefs(owner).get("conversation")
+            conversation_id = saved if isinstance(saved, str) else None
+        call = self.calls.on(owner, conversation_id)
         if call is not None:
-            await call.barge_in()
+            await call.stop()
         session = self._open.get((owner, conversation_id)) if conversation_id else None
         if session is not None:
             await session.stop(why)

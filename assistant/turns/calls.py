@@ -54,3 +54,13 @@ class Calls:
             if conversation_id is not None and session.conversation_id == conversation_id:
                 return session
         return sessions[-1] if sessions else None
+
+    def on(self, owner: str, conversation_id: str | None) -> VoiceSession | None:
+        """The owner's call whose turns are in `conversation_id`, and no other: Stop in one
+        conversation never stops a call answering in another (a phone beside a desktop tab)."""
+        if conversation_id is None:
+            return None
+        for session in reversed(self._sessions.get(owner, [])):
+            if session.conversation_id == conversation_id:
+                return session
+        return None

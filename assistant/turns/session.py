@@ -10,15 +10,8 @@ turn starts on the candidate's transcript (route, chat-lane request, first sente
 and its events are held; the committed end releases them, a resumption cancels the turn and
 it is forgotten (never stored). A deep turn waits for the commit: no job for words that went on.
 
-Messages to the page (JSON; audio as binary frames after an "audio" header):
-
-    {"kind": "state", "state": "listening" | "hearing" | "thinking" | "speaking"}
-    {"kind": "speech" | "partial" | "ignored", "utterance": n, "text": ...}
-    {"kind": "turn", "utterance": n, "text": ...}          the committed request
-    {"kind": "reply", "utterance": n, "text": ...}         the reply so far
-    binary frame                          reply audio: the sample rate (uint32 LE), then int16 PCM
-    {"kind": "done", "utterance": n, "meta": ..., "stopped": bool}
-    {"kind": "barge", "utterance": n}                      stop playing now
+What it tells the page is `assistant.call.messages`; whose turn it is, the table in
+`assistant.call.turn_taking`.
 """
 
 from __future__ import annotations
@@ -30,6 +23,8 @@ import struct
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from assistant.call.messages import shown
+from assistant.call.turn_taking import Action, CallState, Event, Phase, decide, quiet, resolve
 from assistant.records import TurnEvent, TurnResult, now_ms
 from assistant.speech.listener import Heard, Listener
 from assistant.turns.pipeline import Playback, TurnRequest
@@ -69,7 +64,7 @@ class VoiceSession:
         self.send_bytes = send_bytes
         self.on_done = on_done
         self.turn: VoiceTurn | None = None
-        self.state = "listening"
+        self.state = Phase.LISTENING
         self._playing_until = 0.0
         self._recent: dict[int, VoiceTurn] = {}
         """The last turns that spoke: the page may report playback after one ended (a barge-in)."""
@@ -99,50 +94,53 @@ class VoiceSession:
     async def hear(self, heard: Heard) -> None:
         async with self._hearing:
             try:
-                await self._hear(heard)
+                await self._apply(Event(heard.kind, heard.utterance, heard.text), heard)
             finally:
                 self._heard_seq = max(self._heard_seq, heard.seq)
 
-    async def _hear(self, heard: Heard) -> None:
+    async def _apply(self, event: Event, heard: Heard | None = None, source: str = "") -> None:
+        """One row of the turn-taking table (`assistant.call.turn_taking`), carried out."""
+        before = self._view()
+        step = decide(before, event)
+        for action in step.actions:
+            await self._act(action, event, heard, source)
+        phase = resolve(step.next, before, self._view())
+        if phase is not None:
+            await self._state(phase)
+
+    async def _act(self, action: Action, event: Event, heard: Heard | None, source: str) -> None:
         turn = self.turn
-        if heard.kind == "speech":
-            if turn is not None and turn.utterance != heard.utterance:
-                await self.barge_in()  # speaking over the reply: it stops, now
-            await self._state("hearing")
-            await self.send_json({"kind": "speech", "utterance": heard.utterance})
-        elif heard.kind == "partial":
-            await self.send_json(
-                {"kind": "partial", "utterance": heard.utterance, "text": heard.text}
-            )
-        elif heard.kind == "candidate":
-            if turn is None or turn.utterance != heard.utterance:
-                await self._start(heard, committed=False)
-        elif heard.kind == "resumed":
-            if turn is not None and turn.utterance == heard.utterance:
-                await self._cancel(discard=True)  # the same turn goes on: answered whole
-                await self.send_json({"kind": "barge", "utterance": heard.utterance})
-            await self._state("hearing")
-        elif heard.kind == "final":
-            if turn is not None and turn.utterance == heard.utterance and turn.text == heard.text:
-                turn.heard = heard
-                if turn.request is not None:
-                    self._stamp(turn, turn.request)
-                turn.committed.set()
-            else:
-                await self._cancel(discard=True)
-                await self._start(heard, committed=True)
-            await self.send_json({"kind": "turn", "utterance": heard.utterance, "text": heard.text})
-            await self._state("thinking")
-        elif heard.kind == "notice":
+        if action is Action.BARGE:
+            await self.barge_in()
+        elif action is Action.DISCARD:
+            await self._cancel(discard=True)
+        elif action is Action.SILENCE:
+            await self.send_json({"kind": "barge", "utterance": event.utterance})
+        elif action is Action.PREPARE and heard is not None:
+            await self._start(heard, committed=False)
+        elif action is Action.COMMIT and turn is not None and heard is not None:
+            turn.heard = heard
+            turn.stamp()
+            turn.committed.set()
+        elif action is Action.START and heard is not None:
+            await self._start(heard, committed=True)
+        elif action is Action.START:  # typed, or push-to-talk: no listener's words
+            self._begin(self._own_turn(event.text, source), self._run)
+        elif action is Action.SHOW:
+            await self._show(event, heard)
+
+    async def _show(self, event: Event, heard: Heard | None) -> None:
+        if event.kind == "notice" and heard is not None:
             log.warning("call of %s: %s", self.owner, heard.reason)  # the operator sees it too
-            await self.send_json({"kind": "error", "text": heard.reason})
-        elif heard.kind == "ignored":
-            if turn is not None and turn.utterance == heard.utterance:
-                await self._cancel(discard=True)
-            await self.send_json(
-                {"kind": "ignored", "utterance": heard.utterance, "reason": heard.reason}
-            )
-            await self._state("speaking" if self.turn else "listening")
+        utterance = self._own if event.kind == "typed" else event.utterance
+        message = shown(event, utterance, heard.reason if heard is not None else "")
+        if message is not None:
+            await self.send_json(message)
+
+    def _view(self) -> CallState:
+        """What the table reads: the phase, the current turn, whether its audio still plays."""
+        view = self.turn.view() if self.turn is not None else None
+        return CallState(Phase(self.state), view, self._playing_until > now_ms())
 
     async def barge_in(self) -> None:
         """Stop the reply (Stop, or the person speaking over it); a committed turn is kept,
@@ -153,20 +151,17 @@ class VoiceSession:
         await self._cancel(discard=not turn.committed.is_set())
         await self.send_json({"kind": "barge", "utterance": turn.utterance})
 
+    async def stop(self) -> None:
+        """Stop on the page: the reply stops, kept as far as it was heard."""
+        async with self._hearing:
+            await self._apply(Event("stop"))
+
     async def say(self, text: str, source: str = "typed") -> None:
         """A question typed on the page during the call, or said with push-to-talk
         (`source="voice"`): a turn of the call like a spoken one (answered aloud; a newer turn
         than the reply in progress, which it stops)."""
         async with self._hearing:
-            if self.turn is not None:
-                await self.barge_in()
-            self._own -= 1
-            turn = VoiceTurn(self._own, text, None, source=source)
-            turn.committed.set()
-            self.turn = turn
-            await self.send_json({"kind": "turn", "utterance": turn.utterance, "text": text})
-            await self._state("thinking")
-            turn.task = asyncio.create_task(self._run(turn), name=f"typed-turn-{-turn.utterance}")
+            await self._apply(Event("typed", text=text), source=source)
 
     def announce(self, text: str) -> None:
         """Say `text` (a job's notice) in the call once it is quiet: never over the person or
@@ -177,18 +172,13 @@ class VoiceSession:
 
     async def _announce(self) -> None:
         while self._notices:
-            while self.turn is not None or self.state != "listening":  # quiet: no turn, no sound
+            while not quiet(self._view()):  # no turn, no sound
                 self._changed.clear()
                 await self._changed.wait()  # told when the state or the turn changes
-            text = " ".join(self._notices)
+            turn = self._own_turn(" ".join(self._notices), "notice")
             self._notices.clear()
-            self._own -= 1
-            turn = VoiceTurn(self._own, text, None, source="notice")
-            turn.committed.set()
-            self.turn = turn
-            turn.task = asyncio.create_task(self._speak(turn), name="call-notice")
             with contextlib.suppress(asyncio.CancelledError):
-                await turn.task
+                await self._begin(turn, self._speak)
 
     async def _speak(self, turn: VoiceTurn) -> None:
         """A notice's speech: shown and said, not a turn of the conversation (never stored)."""
@@ -207,7 +197,7 @@ class VoiceSession:
             if self.turn is turn:
                 self.turn = None
             with contextlib.suppress(Exception):
-                await self._state("speaking" if self._playing_until > now_ms() else "listening")
+                await self._apply(Event("ended", turn.utterance))
 
     async def _start(self, heard: Heard, *, committed: bool) -> None:
         decision = None  # routed here, once: the request carries the decision into the turn
@@ -219,8 +209,22 @@ class VoiceSession:
         turn = VoiceTurn(heard.utterance, heard.text, heard, decision=decision)
         if committed:
             turn.committed.set()
+        self._begin(turn, self._run)
+
+    def _own_turn(self, text: str, source: str) -> VoiceTurn:
+        """A turn the listener did not hear (typed, push-to-talk, a notice): committed, with a
+        number below zero."""
+        self._own -= 1
+        turn = VoiceTurn(self._own, text, None, source=source)
+        turn.committed.set()
+        return turn
+
+    def _begin(
+        self, turn: VoiceTurn, run: Callable[[VoiceTurn], Awaitable[None]]
+    ) -> asyncio.Task[None]:
         self.turn = turn
-        turn.task = asyncio.create_task(self._run(turn), name=f"voice-turn-{heard.utterance}")
+        turn.task = asyncio.create_task(run(turn), name=f"call-turn-{turn.utterance}")
+        return turn.task
 
     async def _cancel(self, *, discard: bool) -> None:
         turn, self.turn = self.turn, None
@@ -255,7 +259,7 @@ class VoiceSession:
             turn.voiced = tts is not None
             turn.playback = Playback(turn.heard_of)
             if turn.committed.is_set():
-                self._stamp(turn, request)
+                turn.stamp()
             # the call barges in itself: a turn of it never stops another (`supersede`)
             stream = session.ask(
                 request, supersede=False, tts=tts, keep_stopped=lambda: not turn.discard,
@@ -268,7 +272,7 @@ class VoiceSession:
                         if event.kind == "audio":
                             # prepared up to its first audio: wait for the end to be decided
                             await turn.committed.wait()
-                            self._stamp(turn, request)
+                            turn.stamp()
                             # the person hears it from now, not from when it was ready
                             said_at = heard.last_word_ms if heard is not None else None
                             request.heard_ms["first_audio"] = now_ms() - (said_at or now_ms())
@@ -277,7 +281,7 @@ class VoiceSession:
                             held.clear()
                         continue
                     if held:
-                        self._stamp(turn, request)
+                        turn.stamp()
                         for e in held:
                             await self._send(turn, e)
                         held.clear()
@@ -300,9 +304,9 @@ class VoiceSession:
                         {"kind": "done", "utterance": turn.utterance,
                          "stopped": result is None}
                     )  # fmt: skip
-            if self.turn is None and not turn.discard:
+            if not turn.discard:  # a forgotten turn's end is no event of the call
                 with contextlib.suppress(Exception):
-                    await self._state("speaking" if self._playing_until > now_ms() else "listening")
+                    await self._apply(Event("ended", turn.utterance))
 
     async def _said(self, turn: VoiceTurn) -> None:
         """Until the turn is the person's (committed) and its audio has played out on the
@@ -342,16 +346,6 @@ class VoiceSession:
             if turn.discard or self.turn is not turn:
                 raise asyncio.CancelledError
 
-    @staticmethod
-    def _stamp(turn: VoiceTurn, request: TurnRequest) -> None:
-        """The listener's timings, as of the commit (the request went out before it)."""
-        heard = turn.heard
-        if heard is None:
-            return
-        for key, value in (("endpoint", heard.endpoint_ms), ("stt", heard.stt_ms)):
-            if value is not None:
-                request.heard_ms[key] = value
-
     async def _send(self, turn: VoiceTurn, event: TurnEvent) -> None:
         if event.kind == "content":
             turn.reply += event.text
@@ -360,7 +354,7 @@ class VoiceSession:
             chunk = event.audio
             if turn.first_audio_at is None:
                 turn.first_audio_at = now_ms()
-                await self._state("speaking")
+                await self._apply(Event("audio", turn.utterance))
             rate = chunk.sample_rate
             # one binary frame: the sample rate (uint32, little-endian), then int16 PCM
             await self.send_bytes(struct.pack("<I", rate) + bytes(chunk.samples))
@@ -404,8 +398,7 @@ class VoiceSession:
             while (left := self._playing_until - now_ms()) > 0:  # noqa: ASYNC110
                 await asyncio.sleep(left / 1000)
             self.listener.playing(None)
-            if self.turn is None:
-                await self._state("listening")
+            await self._apply(Event("played_out"))
 
         self._echo_task = asyncio.create_task(off(), name="echo-off")
 

@@ -7,6 +7,7 @@ import asyncio
 from dataclasses import dataclass, field
 from typing import Any
 
+from assistant.call.turn_taking import TurnView
 from assistant.records import RouteDecision, now_ms
 from assistant.speech.hearing import Heard
 from assistant.turns.pipeline import Playback, TurnRequest
@@ -45,6 +46,21 @@ class VoiceTurn:
     playback: Playback | None = None
     session: Any = None
     """The conversation's session that runs it (`assistant.session`), once it started."""
+
+    def view(self) -> TurnView:
+        """The turn as the call's turn-taking table reads it."""
+        return TurnView(
+            self.utterance, self.text, self.committed.is_set(), self.first_audio_at is not None
+        )
+
+    def stamp(self) -> None:
+        """The listener's timings on the request, as of the commit (it went out before it)."""
+        heard, request = self.heard, self.request
+        if heard is None or request is None:
+            return
+        for key, value in (("endpoint", heard.endpoint_ms), ("stt", heard.stt_ms)):
+            if value is not None:
+                request.heard_ms[key] = value
 
     def heard_of(self, reply: str) -> str:
         """What of `reply` the person heard, as the turn is stored stopped: by the page's

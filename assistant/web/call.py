@@ -252,7 +252,7 @@ def add_listen_route(app: Any, rt: Runtime, speech: SpeechModels) -> None:
                 if isinstance(item, tuple):
                     await session.feed(*item)
                 elif item.get("stop"):
-                    await session.barge_in()  # the page's Stop
+                    await session.stop()  # the page's Stop
                 elif "played" in item and (report := Played.parse(item)) is not None:
                     await session.played(report)  # what of a reply the person heard
         except (WebSocketDisconnect, RuntimeError):

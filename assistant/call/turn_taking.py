@@ -1,0 +1,240 @@
+"""A call's turn-taking, as one table: the call's state and an event -> the actions, in order,
+and the state the call is in after them.
+
+Pure: no asyncio, no I/O, no clock. The call session (`assistant.turns.session`) builds a
+`CallState` from what it knows, asks `decide`, and carries the actions out; everything a
+person can see or hear of whose turn it is follows from a row below, and each row has a test
+(`tests/test_turn_taking.py`). The races fixed so far are rows, named where they are:
+
+- *the stored-twice turn*: the committed end of an utterance whose reply was prepared at its
+  candidate end commits that reply; a second one is never started (it was stored twice);
+- *the held reply*: a reply prepared at a candidate end is held (nothing sent, nothing
+  stored) until the end is committed;
+- *the merge window*: the person going on soon after a committed end drops the reply started
+  for it, never stored, and the whole is answered as one turn;
+- *a typed turn during a reply*, and *push-to-talk during a call*: a turn of the call, which
+  stops the reply in progress (kept as far as it was heard) and is answered aloud.
+
+The listener's own rules (the reply's echo, a verdict landing between a backlog's chunks) are
+in `assistant.speech.listener`; what reaches this table is what it decided.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum, StrEnum
+from typing import Literal
+
+
+class Phase(StrEnum):
+    """What the page shows of the call (sent as `{"kind": "state"}`)."""
+
+    LISTENING = "listening"
+    HEARING = "hearing"
+    THINKING = "thinking"
+    SPEAKING = "speaking"
+
+
+BUSY = frozenset({Phase.HEARING, Phase.THINKING, Phase.SPEAKING})
+
+
+@dataclass(frozen=True)
+class TurnView:
+    """The call's current turn, as far as turn-taking needs it."""
+
+    utterance: int
+    """The listener's number for what the person said; below zero for typed turns and notices."""
+    text: str
+    committed: bool = True
+    """False while its reply is prepared on a candidate end, held until the end is decided."""
+    audible: bool = False
+    """Its reply's first audio was sent."""
+
+
+@dataclass(frozen=True)
+class CallState:
+    phase: Phase = Phase.LISTENING
+    turn: TurnView | None = None
+    playing: bool = False
+    """Reply audio is still playing on the page (the echo guard is on)."""
+
+
+EventKind = Literal[
+    # from the listener (`assistant.speech.hearing.Heard`)
+    "speech", "partial", "candidate", "resumed", "final", "ignored", "notice",
+    # from the session's other inputs
+    "typed",  # a question typed on the page, or said with push-to-talk, during the call
+    "stop",  # Stop on the page (the conversation's one cancel)
+    "audio",  # the current turn's reply audio went out
+    "ended",  # the current turn's task ended (done, failed or stopped)
+    "played_out",  # the reply's audio has played out on the page
+    "logout",  # the call's login is gone
+]  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Event:
+    kind: EventKind
+    utterance: int = 0
+    text: str = ""
+
+
+class Action(Enum):
+    """What the session does, in the row's order."""
+
+    BARGE = "barge"
+    """Stop the current turn (kept as far as it was heard when committed, else forgotten) and
+    tell the page to stop playing it."""
+    DISCARD = "discard"
+    """Forget the current turn: cancelled, never stored (the person went on, or it was noise)."""
+    SILENCE = "silence"
+    """Tell the page to stop playing (`{"kind": "barge"}`) for the event's utterance."""
+    PREPARE = "prepare"
+    """Start a turn on the candidate's text, its events held until the end is committed (not
+    for the deep lane: no job for words that may go on)."""
+    COMMIT = "commit"
+    """The prepared turn is the person's: its held events go out, it may be stored."""
+    START = "start"
+    """Start a committed turn on the event's text."""
+    SHOW = "show"
+    """Tell the page what was heard (speech, partial, ignored, the committed turn, an error)."""
+    END_CALL = "end_call"
+
+
+KEEP = "keep"
+"""The row leaves the phase as it is."""
+SETTLE = "settle"
+"""The phase follows from what is left (`settled`): speaking while audio plays, thinking while
+a turn waits for its first audio, else listening."""
+
+Next = Phase | Literal["keep", "settle", "closed"]
+
+Relation = Literal["none", "same", "same_text", "other", "any", "turn"]
+"""How the event stands to the current turn: no turn; the turn's own utterance (`same_text`:
+and the same words); another one. `any` matches every relation, `turn` every one but `none`."""
+
+
+@dataclass(frozen=True)
+class Row:
+    event: EventKind
+    relation: Relation
+    actions: tuple[Action, ...]
+    next: Next
+    why: str
+    phases: frozenset[Phase] | None = None
+    """Only in these phases (None: in any)."""
+
+
+A = Action
+P = Phase
+# The table. First match wins: a row with a wider relation comes after the narrower ones.
+TABLE: tuple[Row, ...] = (
+    Row("speech", "other", (A.BARGE, A.SHOW), P.HEARING,
+        "speaking over the reply stops it, now"),
+    Row("speech", "any", (A.SHOW,), P.HEARING,
+        "someone speaks (the same utterance going on keeps its turn: `resumed` decides)"),
+    Row("partial", "any", (A.SHOW,), KEEP, "the transcript grows"),
+    Row("candidate", "none", (A.PREPARE,), KEEP,
+        "the held reply: prepared at a pause, held until the end is decided"),
+    Row("candidate", "other", (A.BARGE, A.PREPARE), KEEP,
+        "a pause in a newer utterance: the older turn is over"),
+    Row("candidate", "any", (), KEEP, "the same pause heard again: prepared already"),
+    Row("resumed", "same", (A.DISCARD, A.SILENCE), P.HEARING,
+        "the merge window: the person went on; the turn is answered whole, its reply forgotten"),
+    Row("resumed", "any", (), P.HEARING, "went on from a turn no longer running"),
+    Row("final", "same_text", (A.COMMIT, A.SHOW), P.THINKING,
+        "the stored-twice turn: the prepared reply is committed, no second one started"),
+    Row("final", "turn", (A.DISCARD, A.START, A.SHOW), P.THINKING,
+        "other words than were prepared for: that reply is forgotten, the final's answered"),
+    Row("final", "none", (A.START, A.SHOW), P.THINKING,
+        "the end, with nothing prepared (a deep request waits for it)"),
+    Row("ignored", "same", (A.DISCARD, A.SHOW), SETTLE,
+        "noise, echo or no words: what was prepared for it is forgotten"),
+    Row("ignored", "any", (A.SHOW,), SETTLE, "noise beside a reply: the reply goes on"),
+    Row("notice", "any", (A.SHOW,), KEEP, "said to the person (a speech server failing)"),
+    Row("typed", "turn", (A.BARGE, A.START, A.SHOW), P.THINKING,
+        "a typed turn during a reply, push-to-talk during a call: the newer turn stops it"),
+    Row("typed", "none", (A.START, A.SHOW), P.THINKING,
+        "typed or push-to-talk during a call: a turn of the call, answered aloud"),
+    Row("stop", "turn", (A.BARGE,), SETTLE, "Stop: the reply stops, kept as far as heard"),
+    Row("stop", "none", (), KEEP, "Stop with nothing running"),
+    Row("audio", "turn", (), P.SPEAKING, "the reply is heard"),
+    Row("audio", "none", (), KEEP, "audio of a turn already gone (a notice's, a race)"),
+    Row("ended", "any", (), KEEP, "the person is speaking: what they say decides",
+        phases=frozenset({P.HEARING})),
+    Row("ended", "turn", (), KEEP, "a newer turn has the call"),
+    Row("ended", "none", (), SETTLE, "the turn is over; its audio may still play"),
+    Row("played_out", "any", (), KEEP, "the person is speaking: what they say decides",
+        phases=frozenset({P.HEARING})),
+    Row("played_out", "any", (), SETTLE, "the page played it all: the echo guard is off"),
+    Row("logout", "any", (A.BARGE, A.END_CALL), "closed",
+        "the login is gone: the reply stops, the call ends"),
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Step:
+    actions: tuple[Action, ...]
+    next: Next
+    row: Row
+
+
+def relation(state: CallState, event: Event) -> Literal["none", "same", "same_text", "other"]:
+    turn = state.turn
+    if turn is None:
+        return "none"
+    if turn.utterance != event.utterance:
+        return "other"
+    return "same_text" if event.kind == "final" and turn.text == event.text else "same"
+
+
+def _matches(row: Row, phase: Phase, rel: str) -> bool:
+    if row.phases is not None and phase not in row.phases:
+        return False
+    if row.relation == "any":
+        return True
+    if row.relation == "turn":
+        return rel != "none"
+    if row.relation == "same":
+        return rel in ("same", "same_text")
+    return row.relation == rel
+
+
+def decide(state: CallState, event: Event) -> Step:
+    """The row for `event` in `state`: what to do, in order, and where the call goes."""
+    rel = relation(state, event)
+    for row in TABLE:
+        if row.event == event.kind and _matches(row, state.phase, rel):
+            return Step(row.actions, row.next, row)
+    raise ValueError(f"no row for {event.kind!r} ({rel})")  # the table covers every event
+
+
+def settled(state: CallState) -> Phase:
+    """The phase when nothing new happens: the reply still playing is heard; a turn waiting
+    for its first audio is being thought about; else the call listens."""
+    if state.playing:
+        return Phase.SPEAKING
+    if state.turn is not None:
+        return Phase.SPEAKING if state.turn.audible else Phase.THINKING
+    return Phase.LISTENING
+
+
+def resolve(next_: Next, before: CallState, after: CallState) -> Phase | None:
+    """The phase a step leads to, given the state `after` its actions (None: the call ends)."""
+    if next_ == "closed":
+        return None
+    if next_ == KEEP:
+        return before.phase
+    if next_ == SETTLE:
+        return settled(after)
+    return Phase(next_)
+
+
+def quiet(state: CallState) -> bool:
+    """Nothing is said either way: a job's notice may be spoken now."""
+    return state.turn is None and state.phase == Phase.LISTENING and not state.playing
+
+
+def busy(state: CallState) -> bool:
+    """Someone is talking or a reply is on its way: silence is not yet the call's."""
+    return state.turn is not None or state.phase in BUSY
