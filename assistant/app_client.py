@@ -78,6 +78,7 @@ def announce(data_dir: Path, url: str, secret: str) -> Path:
     record = {"url": url, "pid": os.getpid(), "started": process_start(os.getpid()),
               "secret": secret}  # fmt: skip
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    os.fchmod(fd, 0o600)  # whatever the umask
     with os.fdopen(fd, "w") as f:
         json.dump(record, f)
     os.replace(tmp, path)

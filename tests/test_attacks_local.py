@@ -14,8 +14,11 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
+import stat
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -27,6 +30,7 @@ from assistant.devtools.launcher import running
 from assistant.engine.embedded import free_port
 from tests.app_proc import CLI_SERVE, App, app_env
 from tests.listening import Listener
+from tests.page_session import PageSession
 from tests.simengine_proc import run_simengine
 from tests.waiting import wait_until
 
@@ -34,6 +38,10 @@ REPO = Path(__file__).resolve().parent.parent
 USERS = {"ann": "pw-ann-49l", "bob": "pw-bob-49l"}
 AUTH = ",".join(f"{u}:{p}" for u, p in USERS.items())
 TITLE, CLEAR = "\x1b]0;pwned\x07", "\x1b[2J"
+
+
+def mode(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
 
 
 @contextlib.contextmanager
@@ -152,3 +160,49 @@ def test_a_replys_escape_codes_are_shown_not_obeyed_in_process(sim, tmp_path):
     said = f"hello {TITLE}{CLEAR}there"
     plain = cli(tmp_path, "chat", said, engine=sim)
     check_shown_not_obeyed(plain, cli(tmp_path, "chat", "--json", said, engine=sim))
+
+
+# --- 5. the data directory is its user's alone ------------------------------------------
+
+
+def test_the_data_directory_and_every_file_the_app_wrote_are_private(fresh, tmp_path):
+    # a turn (the store writes), an upload and a conversation's export (Gradio's cache)
+    page = PageSession(fresh.url, auth=("ann", USERS["ann"]))
+    try:
+        bearer = {"Authorization": f"Bearer ann:{USERS['ann']}"}
+        turn = {"model": "assistant", "messages": [{"role": "user", "content": "a secret"}]}
+        r = httpx.post(fresh.url + "v1/chat/completions", json=turn, headers=bearer, timeout=60)
+        assert r.status_code == 200, r.text
+        cid = r.headers["x-assistant-conversation"]
+        page.upload(b"RIFF....WAVE", "clip.wav")
+        assert page.call("reopen_1", None).ok  # the page's load: its list of conversations
+        opened = page.call("open", cid, None)
+        assert opened.ok, opened.error
+    finally:
+        page.close()
+    data = fresh.data_dir
+    assert mode(data) == 0o700, oct(mode(data))
+    for name in ("assistant.db", "assistant.db-wal", "assistant.db-shm", DISCOVERY_FILE,
+                 "serve.pid"):  # fmt: skip
+        assert mode(data / name) == 0o600, (name, oct(mode(data / name)))
+    cache = data.parent.parent / "gradio"
+    files = [p for p in cache.rglob("*") if p.is_file()]
+    assert any(p.name == "clip.wav" for p in files) and any(p.suffix == ".md" for p in files)
+    shown = {str(p.relative_to(cache)): oct(mode(p)) for p in cache.rglob("*")}
+    assert mode(cache) == 0o700, oct(mode(cache))
+    assert all(mode(p) == (0o700 if p.is_dir() else 0o600) for p in cache.rglob("*")), shown
+
+
+def test_the_doctor_warns_about_a_data_directory_others_can_read(sim):
+    base = Path(tempfile.mkdtemp(prefix="assistant-doctor-"))  # a folder everyone can enter
+    try:
+        os.chmod(base, 0o755)
+        data = base / "data"
+        data.mkdir()
+        os.chmod(data, 0o755)
+        ran = cli(data, "doctor", engine=sim)
+        assert b"data directory" in ran.stdout and f"chmod 700 {data}".encode() in ran.stdout, (
+            ran.stdout.decode()
+        )
+    finally:
+        shutil.rmtree(base)
