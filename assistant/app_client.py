@@ -3,10 +3,14 @@
 `assistant serve`, once it listens, announces itself in its data directory (`app.json`: its
 URL, its process id and start time, and a random secret made for this start; mode 0600, and
 removed when it stops cleanly). `assistant chat` on the same data directory finds that file,
-checks the app answers with that secret, and sends the turn to the app's
+checks that its URL is this machine's loopback and that the announced process itself listens
+there (before it sends anything: issue 49, another local program must not be handed the
+secret and the message), checks the app answers with that secret, and sends the turn to the
+app's
 `/v1/chat/completions`: the same conversations, the same engine and the same worker, and the
 answer as fast as any `/v1` client gets it. With no app (no file, or a stale one: the process
-is gone, is another process, or does not answer) the command runs the turn itself as before.
+is gone, is another process, does not listen at the URL, or does not answer) the command runs
+the turn itself as before; so it does where the system cannot show who listens (no /proc).
 
 The secret is sent in `X-Assistant-Local`; the app takes it from loopback only, never from a
 request a proxy forwarded, and only as the machine's own user, "local" (the CLI's owner when it
@@ -18,14 +22,16 @@ Kept light (no Gradio, no Starlette): the CLI imports it before deciding where t
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import json
 import os
 import secrets
+import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote
+from urllib.parse import unquote, urlsplit
 
 DISCOVERY_FILE = "app.json"
 SECRET_HEADER = "x-assistant-local"
@@ -72,6 +78,7 @@ def announce(data_dir: Path, url: str, secret: str) -> Path:
     record = {"url": url, "pid": os.getpid(), "started": process_start(os.getpid()),
               "secret": secret}  # fmt: skip
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    os.fchmod(fd, 0o600)  # whatever the umask
     with os.fdopen(fd, "w") as f:
         json.dump(record, f)
     os.replace(tmp, path)
@@ -117,6 +124,71 @@ def read_announcement(data_dir: Path) -> Announcement | None:
     if found.started is not None and process_start(found.pid) not in (None, found.started):
         return None  # the pid was recycled
     return found
+
+
+def loopback_address(url: str) -> tuple[str, int] | None:
+    """The loopback address and port of `http(s)://ADDRESS:PORT`; None for anything else (a
+    name, which could resolve anywhere, another host, credentials, a path)."""
+    try:
+        u = urlsplit(url)
+        host, port = u.hostname, u.port
+        address = ipaddress.ip_address(host or "")
+    except ValueError:
+        return None
+    plain = not (u.username or u.password or u.query or u.fragment) and u.path in ("", "/")
+    if u.scheme in ("http", "https") and port and plain and address.is_loopback:
+        return str(address), port
+    return None
+
+
+def listens(pid: int, address: str, port: int) -> bool | None:
+    """Whether process `pid` holds the socket listening at `address`:`port` (or at every
+    address on that port) on this machine; None where /proc cannot tell."""
+    if not Path("/proc/net/tcp").exists():
+        return None
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except OSError:  # gone, or another user's: not the app
+        return False
+    held = set()
+    for fd in fds:
+        with contextlib.suppress(OSError):  # closed since (the listing's own, for one)
+            held.add(os.readlink(f"/proc/{pid}/fd/{fd}"))
+    wanted = ipaddress.ip_address(address)
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with contextlib.suppress(OSError):
+            for line in Path(table).read_text().splitlines()[1:]:
+                fields = line.split()
+                if len(fields) < 10 or fields[3] != "0A":  # 0A: listening
+                    continue
+                where, _, at_port = fields[1].partition(":")
+                bound = _proc_address(where)
+                if (int(at_port, 16) == port and f"socket:[{fields[9]}]" in held
+                        and bound is not None and _reaches(bound, wanted)):  # fmt: skip
+                    return True
+    return False
+
+
+Address = ipaddress.IPv4Address | ipaddress.IPv6Address
+
+
+def _reaches(bound: Address, wanted: Address) -> bool:
+    """Whether a socket bound at `bound` takes connections to `wanted`."""
+    if bound == wanted or getattr(bound, "ipv4_mapped", None) == wanted:
+        return True
+    # every address: of its family, and IPv4's too for IPv6's (unless it is IPv6 only)
+    return bound.is_unspecified and bound.version in (wanted.version, 6)
+
+
+def _proc_address(hexed: str) -> Address | None:
+    """An address as /proc/net/tcp* writes it: 32-bit words in the machine's byte order."""
+    try:
+        raw = bytes.fromhex(hexed)
+    except ValueError:
+        return None
+    if sys.byteorder == "little":
+        raw = b"".join(raw[i : i + 4][::-1] for i in range(0, len(raw), 4))
+    return ipaddress.ip_address(raw) if len(raw) in (4, 16) else None
 
 
 class AppError(Exception):
@@ -282,6 +354,17 @@ def find_app(data_dir: Path, note: Callable[[str], None] | None = None) -> Runni
     `note`: told why an announced app is not used."""
     found = read_announcement(data_dir)
     if found is None:
+        return None
+    # nothing is sent (the secret, the message) before the URL is known to be the app's
+    address = loopback_address(found.url)
+    if address is None:
+        if note is not None:
+            note(f"the discovery file names {found.url}, not this machine's loopback; "
+                 "running here")  # fmt: skip
+        return None
+    if not listens(found.pid, *address):
+        if note is not None:
+            note(f"the app (pid {found.pid}) does not listen at {found.url}; running here")
         return None
     app = RunningApp(found)
     if app.answers():

@@ -19,6 +19,7 @@ from assistant.cli_chat import print_json as _print_json
 from assistant.cli_chat import runtime as _runtime
 from assistant.errors import AssistantError, BadInput
 from assistant.settings import Settings, load_settings
+from assistant.terminal import visible
 
 if TYPE_CHECKING:
     from assistant.routing.conversation import Conversation
@@ -62,11 +63,11 @@ def cmd_delegate(args: argparse.Namespace, settings: Settings) -> int:
     if args.json:
         _print_json(job.as_json())
     elif job.state == "done":
-        print(job.result)
+        print(visible(job.result or ""))
     else:
-        print(f"job {job.id}: {job.state}" + (f" ({job.error})" if job.error else ""))
+        print(visible(f"job {job.id}: {job.state}" + (f" ({job.error})" if job.error else "")))
     if job.state == "failed":
-        print(f"job {job.id} failed: {job.error}", file=sys.stderr)
+        print(visible(f"job {job.id} failed: {job.error}"), file=sys.stderr)
         return 3 if job.error and job.error.startswith(("budget exhausted", "no answer")) else 1
     return 0
 
@@ -93,7 +94,11 @@ def cmd_jobs(args: argparse.Namespace, settings: Settings) -> int:
             if args.json:
                 _print_json(job.as_json())
             else:
-                print(f"{job.id} {job.state} ({job.elapsed_s:.1f}s)\n\n{job.result or job.error}")
+                print(
+                    visible(
+                        f"{job.id} {job.state} ({job.elapsed_s:.1f}s)\n\n{job.result or job.error}"
+                    )
+                )
             return 0
         ok = store.cancel_job(args.id)
         if args.json:
@@ -115,7 +120,7 @@ def cmd_route(args: argparse.Namespace, settings: Settings) -> int:
         if args.json:
             _print_json({"lane": d.lane, "reason": d.reason, "ms": round(d.ms, 2)})
         else:
-            print(f"{d.lane}\t{d.reason}\t{d.ms:.1f} ms\t{text}")
+            print(visible(f"{d.lane}\t{d.reason}\t{d.ms:.1f} ms\t{text}"))
     return 0
 
 
@@ -146,7 +151,7 @@ def cmd_transcribe(args: argparse.Namespace, settings: Settings) -> int:
     if args.json:
         _print_json(t.as_json())
     else:
-        print(t.text)
+        print(visible(t.text))
     return 0
 
 
@@ -346,7 +351,7 @@ def main(argv: list[str] | None = None) -> int:
         settings = load_settings()
         return args.fn(args, settings)
     except AssistantError as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(visible(f"error: {e}"), file=sys.stderr)
         return e.exit_code
     except KeyboardInterrupt:
         return 130

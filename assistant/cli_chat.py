@@ -7,16 +7,16 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import sys
 from typing import Any
 
 from assistant.errors import AssistantError, BadInput
 from assistant.settings import Settings
+from assistant.terminal import json_line, visible
 
 
 def print_json(obj: Any) -> None:
-    sys.stdout.write(json.dumps(obj, ensure_ascii=False) + "\n")
+    sys.stdout.write(json_line(obj) + "\n")  # nothing in it a terminal would act on
     sys.stdout.flush()
 
 
@@ -36,7 +36,9 @@ def chat(args: argparse.Namespace, settings: Settings) -> int:
     from assistant.app_client import find_app
 
     text = _checked(" ".join(args.text), settings.max_text_chars)
-    app = find_app(settings.data_dir, note=lambda why: print(f"note: {why}", file=sys.stderr))
+    app = find_app(
+        settings.data_dir, note=lambda why: print(f"note: {visible(why)}", file=sys.stderr)
+    )
     if app is not None:
         try:
             return _chat_through(app, text, args, settings)
@@ -54,7 +56,7 @@ def chat(args: argparse.Namespace, settings: Settings) -> int:
     if args.json:
         print_json({**result.as_json(), "conversation_id": cid})
     else:
-        print(result.reply)
+        print(visible(result.reply))  # a reply's escape codes are shown, never run
         _footer(result.error, result.lane, result.reason, result.timings.as_dict())
     raise_for(result)
     if result.error and not result.reply:
@@ -112,7 +114,7 @@ def _chat_through(app: Any, text: str, args: argparse.Namespace, settings: Setti
     streamed = not args.json
 
     def show(piece: str) -> None:
-        sys.stdout.write(piece)
+        sys.stdout.write(visible(piece))  # a reply's escape codes are shown, never run
         sys.stdout.flush()
 
     try:
@@ -134,7 +136,7 @@ def _chat_through(app: Any, text: str, args: argparse.Namespace, settings: Setti
         raise BudgetExhausted(reply.error or "the engine gave no answer")
     if reply.error and not reply.reply:
         if not args.json:
-            print(f"error: {reply.error}", file=sys.stderr)
+            print(visible(f"error: {reply.error}"), file=sys.stderr)
         return 1
     return 0
 
@@ -142,7 +144,7 @@ def _chat_through(app: Any, text: str, args: argparse.Namespace, settings: Setti
 def _footer(error: str | None, lane: Any, reason: Any, timings: dict[str, float],
             via: str | None = None) -> None:  # fmt: skip
     if error:
-        print(f"[{error}]", file=sys.stderr)
+        print(visible(f"[{error}]"), file=sys.stderr)
     where = f"; through the app at {via}" if via else ""
-    print(f"[{lane}: {reason}; " + ", ".join(f"{k} {v:.0f} ms" for k, v in timings.items())
-          + f"{where}]", file=sys.stderr)  # fmt: skip
+    print(visible(f"[{lane}: {reason}; " + ", ".join(f"{k} {v:.0f} ms" for k, v in timings.items())
+                  + f"{where}]"), file=sys.stderr)  # fmt: skip

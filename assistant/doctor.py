@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass, replace
 
 import httpx
 
+from assistant.datadir import exposure
 from assistant.engine.client import Engine
 from assistant.engine.fold import Fold, folded
 from assistant.engine.ordering import PriorityProbe
@@ -267,6 +268,14 @@ async def _metrics(url: str, api_key: str | None):
         return None
 
 
+def data_dir_check(settings: Settings) -> Check:
+    """Whether other users can read the conversations (a warning: the engine's checks
+    decide the exit code)."""
+    why = exposure(settings.data_dir)
+    return Check("data directory", why is None,
+                 why or f"{settings.data_dir}: only its user can read it")  # fmt: skip
+
+
 def run_doctor(settings: Settings, *, as_json: bool = False) -> int:
     from assistant.speech.checkup import speech_checks
 
@@ -276,7 +285,7 @@ def run_doctor(settings: Settings, *, as_json: bool = False) -> int:
     # speech after the engine: its servers are the user's too, and fail on their own
     speech = [Check(c.name, c.ok, c.detail) for c in speech_checks(settings)]
     engine_ok = bool(checks[0].ok)
-    checks += speech
+    checks += [*speech, data_dir_check(settings)]
     if as_json:
         sys.stdout.write(json.dumps({"checks": [asdict(c) for c in checks]}) + "\n")
     else:

@@ -10,6 +10,7 @@ from typing import Any
 
 import httpx
 
+from assistant.datadir import make_private_dir
 from assistant.engine.client import Engine, build_client
 from assistant.engine.embedded import (
     CHAT_BUDGET,
@@ -89,7 +90,7 @@ class Runtime:
         self.embedded_lanes: dict[str, EmbeddedEngine] = {}
         """Its processes by lane: "deep" too where each lane has its own."""
         self.notice: str | None = None
-        settings.data_dir.mkdir(parents=True, exist_ok=True)
+        make_private_dir(settings.data_dir)
         self.store = Store(settings.db_path)
         self.prompts = Prompts.load()
         if settings.engine_url:

@@ -28,6 +28,7 @@ import contextlib
 import itertools
 import json
 import logging
+import os
 import pickle
 import signal
 import socket
@@ -37,6 +38,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from assistant.datadir import UMASK
 from assistant.engine.lanes import LaneScheduler, Ticket
 from assistant.settings import Settings
 
@@ -382,6 +384,7 @@ def run_worker(settings: Settings, link_fd: int | None) -> int:
     """`assistant worker`: until the link closes (linked) or a stop signal (alone)."""
     if link_fd is not None:
         end_with_the_app()
+    os.umask(UMASK)  # what it writes is its user's alone, as the app's is (issue 49)
 
     async def main() -> None:
         task = asyncio.current_task()

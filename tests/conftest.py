@@ -32,6 +32,8 @@ TIERS = {
     "test_browser_remote_speech": ("browser", "process", "model"),
     "test_listener": ("model",),
     "test_attacks": ("process",),
+    "test_attacks_local": ("process",),
+    "test_attacks_sessions": ("process",),
     "test_build": ("process",),
     "test_callbench": ("process", "model"),
     "test_chat": ("process",),

@@ -25,6 +25,7 @@ from pathlib import Path
 
 import httpx
 
+from assistant.datadir import open_private
 from assistant.errors import AssistantError, EngineUnavailable, ModelMissing
 
 log = logging.getLogger(__name__)
@@ -195,7 +196,8 @@ class EmbeddedEngine:
                 self.log_path.replace(self.log_path.with_name(self.log_path.name + ".1"))
                 size = 0
             self._log_offset = size
-        out = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL
+        # private: the server logs what it is asked (issue 49)
+        out = open_private(self.log_path, "ab") if self.log_path else subprocess.DEVNULL
         try:
             proc = subprocess.Popen(
                 cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True

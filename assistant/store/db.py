@@ -15,6 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from assistant.datadir import make_private, make_private_dir, touch_private
 from assistant.records import INTERRUPTED, ConversationInfo, StoredTurn, Timings, TurnResult
 from assistant.store.jobs import JobRows
 from assistant.store.schema import MIGRATIONS
@@ -27,7 +28,12 @@ class Store(JobRows):
     """One SQLite file. Thread-safe; every write is one short transaction."""
 
     def __init__(self, path: Path, clock: Callable[[], float] | None = None):
-        path.parent.mkdir(parents=True, exist_ok=True)
+        make_private_dir(path.parent)
+        # the conversations are the user's alone, whatever the umask: the file is made 0600
+        # before SQLite opens it, which gives its -wal and -shm the same mode (issue 49)
+        touch_private(path)
+        for older in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
+            make_private(older)
         self.path = path
         if clock is not None:
             self.clock = clock

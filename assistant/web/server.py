@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from assistant.app_client import announce, local_url, new_secret, withdraw
+from assistant.datadir import UMASK, exposure, make_private_dir, write_private
 from assistant.limits import cap_page_turns
 from assistant.runtime import Runtime
 from assistant.settings import Settings
@@ -115,6 +116,12 @@ def serve(
             file=sys.stderr,
         )
         return 2
+    # what this process, its worker and its libraries write is its user's alone: the store,
+    # Gradio's cache of uploads and exports (issue 49)
+    os.umask(UMASK)
+    make_private_dir(settings.data_dir)
+    if why := exposure(settings.data_dir):
+        print(f"warning: {why}", file=sys.stderr)
     from assistant.web.edge.tls import SecureCookies, describe, server_certificate
 
     # checked (or made) before anything slow starts: a bad file is a one-line error at once
@@ -144,7 +151,7 @@ def serve(
     demo = None
     stop = _stop_on_signals()
     try:
-        pidfile.write_text(str(os.getpid()))
+        write_private(pidfile, str(os.getpid()))
         if rt.notice:
             print(rt.notice, file=sys.stderr)
         if not rt.info.reachable:

@@ -11,6 +11,7 @@ proxy).
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
@@ -95,12 +96,16 @@ class LocalGate:
     secret (`X-Assistant-Local`, from the discovery file only the app's user can read) is the
     machine's own user, "local", as the CLI is in-process. Taken from a loopback peer only and
     never from a request a proxy forwarded, so it opens nothing to a remote client whatever
-    ASSISTANT_AUTH says; a wrong secret is refused and throttled like a wrong password. A
-    request without it goes to the login's gate as before."""
+    ASSISTANT_AUTH says. A request without it goes to the login's gate as before.
+
+    A wrong secret is refused and not counted (issue 49): counted per address with the
+    logins, five wrong ones from any local process locked the right one out for a minute
+    (and twenty, every login from loopback). Nothing is there to guess: the secret is 256
+    random bits, compared in constant time (as digests, so not even its length shows)."""
 
     def __init__(self, gate: Gate, secret: str):
-        self.gate, self.secret = gate, secret
-        self.throttle = gate.throttle
+        self.gate = gate
+        self._digest = hashlib.sha256(secret.encode()).digest()
 
     def owner(self, request: Request) -> str:
         given = request.headers.get(SECRET_HEADER)
@@ -110,12 +115,8 @@ class LocalGate:
         if not is_loopback(peer) or any(h in request.headers for h in FORWARDED):
             raise ApiError(403, "the local secret is taken from this machine's loopback only",
                            "permission_error", "loopback_only")  # fmt: skip
-        wait = self.throttle.retry_after(LOCAL, peer)
-        if wait > 0:
-            raise ApiError(429, "too many failed logins; try again later", "rate_limit_error",
-                           "login_throttled", retry_after=wait + 1)  # fmt: skip
-        if not hmac.compare_digest(given.encode(), self.secret.encode()):
-            self.throttle.failed(LOCAL, peer)
+        digest = hashlib.sha256(given.encode()).digest()
+        if not hmac.compare_digest(digest, self._digest):
             raise ApiError(401, "wrong local secret (from another start of the app?)",
                            "invalid_request_error", "invalid_api_key")  # fmt: skip
         return LOCAL

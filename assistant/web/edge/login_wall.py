@@ -4,9 +4,14 @@ the login that first used it (issue 26, item 3).
 Gradio checks the login on most of its routes but not all: `/gradio_api/cancel`, `/reset`,
 `/heartbeat/*` and `/stream/*` answer anyone. And a Gradio session id (`session_hash`) is a
 random string the browser makes: Gradio serves whoever sends it, so another login that learns
-it could stop or read that session's replies. Here a request without a login is refused
-(401) unless its route is part of the login page itself, and a session id, or an event id
-the app handed to one login, used by another gets 403.
+it could stop or read that session's replies, or run the page's handlers on its state. Here a
+request without a login is refused (401) unless its route is part of the login page itself,
+and a session id, or an event id the app handed to one login, used by another gets 403.
+
+Which routes name a session is not a list (one went stale, issue 49: `/run/predict` ran the
+page's handlers on another login's session): every Gradio route is read for the ids it
+carries, in its path, its query and its body (JSON or a form), whatever the route; only the
+file uploads' bodies are not read (they name no session).
 """
 
 from __future__ import annotations
@@ -14,7 +19,7 @@ from __future__ import annotations
 import json
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -37,8 +42,9 @@ OWN_CHECKS = ("/v1/", "/metrics")
 """Routes that check who calls them themselves: `/v1` a bearer login (a client cannot follow
 Gradio's cookie flow), `/metrics` loopback only."""
 API = "/gradio_api"
-SESSION_BODIES = ("/queue/join", "/cancel", "/reset", "/stream/")
-"""Gradio routes whose JSON body names a session or an event."""
+FILE_BODIES = ("/upload", "/process_recording")
+"""Gradio routes whose body is a file, not read here (they have caps of their own); Gradio
+reads no session from them (an upload's `session_hash` header only labels its profiling)."""
 MINTS_EVENTS = ("/queue/join", "/call/")
 """Gradio routes that answer with a new event id."""
 JSON_BODY_MAX = 16 * 1024 * 1024
@@ -97,15 +103,48 @@ def ids_in_path(path: str, method: str) -> Iterator[str]:
         yield f"e:{parts[-1]}"
 
 
+ID_FIELDS = (("session_hash", "s"), ("event_id", "e"))
+
+
 def ids_in_json(body: bytes) -> Iterator[str]:
     try:
         data = json.loads(body) if body else None
     except ValueError:
         return  # Gradio answers it with 422
     if isinstance(data, dict):
-        for field, kind in (("session_hash", "s"), ("event_id", "e")):
-            if isinstance(data.get(field), str):
+        for field, kind in ID_FIELDS:
+            if isinstance(data.get(field), str):  # Gradio takes strings only (pydantic)
                 yield f"{kind}:{data[field]}"
+
+
+async def ids_in_form(body: bytes, content_type: str) -> list[str]:
+    """Ids in a multipart form's fields (Gradio's `component_server` takes one), read with
+    the parser Gradio's is copied from (Starlette's, over python-multipart), so both see the
+    same fields."""
+    from starlette.datastructures import Headers
+    from starlette.formparsers import MultiPartException, MultiPartParser
+
+    async def stream() -> AsyncIterator[bytes]:
+        yield body
+
+    parser = MultiPartParser(Headers({"content-type": content_type}), stream())
+    try:
+        form = await parser.parse()
+    except MultiPartException:
+        return []  # Gradio refuses it too (400)
+    try:
+        return [f"{kind}:{value}" for field, kind in ID_FIELDS
+                for value in form.getlist(field) if isinstance(value, str)]  # fmt: skip
+    finally:
+        await form.close()
+
+
+async def ids_in_body(body: bytes, content_type: str) -> list[str]:
+    """Session and event ids a request's body names: as JSON (however it is labelled, as
+    FastAPI reads a body without a content type), else as a multipart form."""
+    if content_type.lower().startswith("multipart/form-data"):
+        return await ids_in_form(body, content_type)
+    return list(ids_in_json(body))
 
 
 class LoginWall:
@@ -155,20 +194,19 @@ class LoginWall:
                 return receive, send
             return Refusal(401, "log in first")
         path, method = scope["path"], scope.get("method", "GET")
-        if not path.startswith(API + "/"):
-            return receive, send
-        ids = list(ids_in_path(path, method))
         query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
-        ids += [f"s:{s}" for s in query.get("session_hash", [])]
-        if method == "POST" and path.removeprefix(API).startswith(SESSION_BODIES):
-            try:
-                body = await read_body(receive, JSON_BODY_MAX)
-            except TooLarge:
-                return Refusal(413, f"the request is larger than {JSON_BODY_MAX} bytes")
-            if body is None:
-                return receive, send  # the client left; nothing to answer
-            ids += ids_in_json(body)
-            receive = replay(body, receive)
+        ids = [f"{kind}:{v}" for field, kind in ID_FIELDS for v in query.get(field, [])]
+        if path.startswith(API + "/"):
+            ids += ids_in_path(path, method)
+            if scope["type"] == "http" and not path.removeprefix(API).startswith(FILE_BODIES):
+                try:
+                    body = await read_body(receive, JSON_BODY_MAX)
+                except TooLarge:
+                    return Refusal(413, f"the request is larger than {JSON_BODY_MAX} bytes")
+                if body is None:
+                    return receive, send  # the client left; nothing to answer
+                ids += await ids_in_body(body, headers.get("content-type", ""))
+                receive = replay(body, receive)
         # an event id is the app's to hand out: one it never handed out claims nothing
         if not all(self.owners.claim(i, user, first_use_claims=i[0] == "s") for i in ids):
             return Refusal(403, "that session belongs to another login")

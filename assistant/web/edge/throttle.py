@@ -1,5 +1,6 @@
 """Failed logins, counted per user and client address: every way in that takes a password
-or a secret is throttled by one of these."""
+is throttled by one of these (the command line's local secret is not: nothing to guess there,
+and counting it let a wrong one lock the right one out; `identity.LocalGate`)."""
 
 from __future__ import annotations
 

@@ -27,6 +27,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from assistant.datadir import make_private_dir
 from assistant.errors import ConfigError
 from assistant.web.edge.security import is_loopback
 
@@ -282,14 +283,15 @@ def _make(cert_path: Path, key_path: Path, names: Sequence[str], now: dt.datetim
         .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
         .sign(key, hashes.SHA256())
     )
-    cert_path.parent.mkdir(parents=True, exist_ok=True)
+    make_private_dir(cert_path.parent)
     key_pem = key.private_bytes(
         serialization.Encoding.PEM,
         serialization.PrivateFormat.PKCS8,
         serialization.NoEncryption(),
     )
     _write(key_path, key_pem, 0o600)  # the key first: a cert without its key is useless
-    _write(cert_path, cert.public_bytes(serialization.Encoding.PEM), 0o644)
+    # the data directory's files are its user's alone, the certificate too (issue 49)
+    _write(cert_path, cert.public_bytes(serialization.Encoding.PEM), 0o600)
 
 
 def _write(path: Path, data: bytes, mode: int) -> None:
@@ -297,6 +299,7 @@ def _write(path: Path, data: bytes, mode: int) -> None:
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
     try:
+        os.fchmod(fd, mode)  # whatever the umask, and a leftover tmp's mode
         os.write(fd, data)
         os.fsync(fd)
     finally:

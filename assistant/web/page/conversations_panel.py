@@ -15,6 +15,7 @@ from typing import Any
 
 import gradio as gr
 
+from assistant.datadir import write_private
 from assistant.records import ConversationInfo
 from assistant.settings import Settings
 from assistant.speech.tts import MAX_RATE, MIN_RATE, voice_choices
@@ -161,7 +162,7 @@ class Library:
             return None
         slug = re.sub(r"[^a-z0-9]+", "-", (info.title or "conversation").lower()).strip("-")
         path = self.exports / f"{slug[:40] or 'conversation'}-{info.id[:8]}.md"
-        path.write_text(text)
+        write_private(path, text)
         return str(path)
 
 

@@ -19,6 +19,7 @@ from typing import Any
 
 import gradio as gr
 
+from assistant.datadir import write_private
 from assistant.errors import AssistantError
 from assistant.jobs import JobQueue
 from assistant.records import Job
@@ -176,7 +177,7 @@ class Jobs:
         if job.state in ("done", "failed"):
             path = self.downloads / f"job-{job.id}.md"
             if not path.exists() or path.read_text() != text:
-                path.write_text(text)
+                write_private(path, text)
         return text, str(path) if path else None
 
     def pick(self, evt: gr.SelectData) -> Any:
