@@ -26,6 +26,7 @@ from pathlib import Path
 import httpx
 
 from assistant.errors import AssistantError, EngineUnavailable, ModelMissing
+from assistant.lifeline import lifeline_fd, on_lifeline
 
 log = logging.getLogger(__name__)
 
@@ -186,7 +187,8 @@ class EmbeddedEngine:
         ]  # fmt: skip
 
     def _launch(self, timeout_s: float) -> None:
-        cmd = self.command()
+        # on the app's lifeline: it ends with the app, even when the app is killed (issue 48)
+        cmd = on_lifeline(self.command())
         if self.log_path is not None:
             self.log_path.parent.mkdir(parents=True, exist_ok=True)
             size = self.log_path.stat().st_size if self.log_path.exists() else 0
@@ -198,8 +200,9 @@ class EmbeddedEngine:
         out = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL
         try:
             proc = subprocess.Popen(
-                cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
-            )
+                cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+                pass_fds=(lifeline_fd(),),
+            )  # fmt: skip
         finally:
             if out is not subprocess.DEVNULL:
                 out.close()
