@@ -23,6 +23,7 @@ from assistant.engine.lanes import LaneScheduler
 from assistant.engine.transcript import TranscriptPrompt
 from assistant.errors import EngineUnavailable
 from assistant.jobs import JobQueue, JobWorker
+from assistant.leftovers import Leftovers
 from assistant.loop_lag import LoopLag
 from assistant.metrics import AppMetrics
 from assistant.prompting.prompt import Prompts
@@ -103,6 +104,8 @@ class Runtime:
                 threads=settings.embedded_threads,
                 per_lane=settings.embedded_per_lane,
                 log_dir=settings.data_dir,
+                # recorded, so a next start ends them if this process is killed (issue 48)
+                leftovers=Leftovers(settings.data_dir),
             )
             self.embedded = self.embedded_lanes["chat"]
             base_url = self.embedded.base_url

@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any
 
 from assistant.datadir import UMASK
 from assistant.engine.lanes import LaneScheduler, Ticket
+from assistant.leftovers import Leftovers
 from assistant.settings import Settings
 
 if TYPE_CHECKING:
@@ -183,6 +184,8 @@ class WorkerProcess:
         self.scheduler = scheduler
         self.queue = queue
         self.peer = WorkerPeer(wait_for_room=scheduler.slots is not None)
+        self.leftovers = Leftovers(settings.data_dir)
+        """Where its pid is recorded, so a next start ends it if the app was killed."""
         self.proc: asyncio.subprocess.Process | None = None
         self.starts = 0
         self.ready = asyncio.Event()
@@ -220,6 +223,7 @@ class WorkerProcess:
                 start_new_session=True,
             )  # fmt: skip
             theirs.close()
+            await asyncio.to_thread(self.leftovers.add_process, self.proc.pid, "job worker")
             self.starts += 1
             wire = await _wire(ours)
             wire.writer.write(self.hello.encode())
@@ -241,7 +245,11 @@ class WorkerProcess:
                 await wire.close()
             else:
                 ours.close()
-            await self._reap()
+            try:
+                await self._reap()
+            finally:
+                if self.proc is not None:
+                    self.leftovers.forget_process(self.proc.pid)  # a line in a file: quick
 
     async def _forward_wakes(self, wire: Wire) -> None:
         # a job queued in this process starts at once, not at the worker's next poll

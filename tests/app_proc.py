@@ -43,6 +43,11 @@ def run_app(
     """The app (`entry`) on a free port until the page answers; stopped by its PID (SIGTERM)."""
     port = free_port()
     data_dir.mkdir(parents=True, exist_ok=True)
+    # its temp directory beside the data directory, not in /tmp: a test that kills the app and
+    # never starts it again would leave it there (a next start removes it; see leftovers)
+    temp = data_dir.with_name(data_dir.name + "-tmp")
+    temp.mkdir(exist_ok=True)
+    env.setdefault("TMPDIR", str(temp))
     url = f"http://127.0.0.1:{port}/"
     # the log is appended: an app restarted on the same data dir keeps the first run's output
     with running(

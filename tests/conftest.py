@@ -46,6 +46,8 @@ TIERS = {
     "test_engine": ("process",),
     "test_hardening": ("process", "model"),
     "test_jobs": ("process",),
+    "test_leftovers": ("process",),
+    "test_app_killed": ("process", "model"),
     "test_openai_api": ("process", "model"),
     "test_housekeeping": ("process",),
     "test_openwebui": ("openwebui", "browser", "process"),

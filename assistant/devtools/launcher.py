@@ -23,6 +23,8 @@ from typing import IO, Any
 
 import httpx
 
+from assistant.lifeline import die_with_parent
+
 
 @dataclass
 class Process:
@@ -100,6 +102,10 @@ def running(
                 env=env,
                 cwd=cwd,
                 text=ready_line,
+                # a benchmark or test that is killed leaves no app (or engine) behind: SIGTERM,
+                # so the app still stops its own children. This thread waits in the block below
+                # for the process's whole life, so the signal comes only when the caller dies
+                preexec_fn=die_with_parent(signal.SIGTERM),
             )
         p = Process(proc, url or "", log)
         try:

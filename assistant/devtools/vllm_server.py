@@ -23,6 +23,7 @@ from pathlib import Path
 import httpx
 
 from assistant.engine.embedded import stop_group
+from assistant.lifeline import die_with_parent
 
 ROOT = Path(__file__).resolve().parents[2]
 MODEL_SOURCE = Path(__file__).with_name("tiny_model.py")
@@ -152,7 +153,8 @@ def run_vllm(
             stderr=subprocess.STDOUT,
             env=env,
             start_new_session=True,
-            preexec_fn=_die_with_parent,
+            # a killed test run must not leave a 3 GB server behind
+            preexec_fn=die_with_parent(signal.SIGTERM),
         )
     server = VllmServer(f"http://127.0.0.1:{port}/v1", proc, log_path, list(flags))
     try:
@@ -161,14 +163,6 @@ def run_vllm(
     finally:
         # vLLM runs its engine core as a child; it can take a while to let go of its memory
         stop_group(proc, grace_s=30.0)
-
-
-def _die_with_parent() -> None:
-    """A killed test run must not leave a 3 GB server behind: SIGTERM it when we die."""
-    with contextlib.suppress(OSError, AttributeError):
-        import ctypes
-
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
 
 def _wait_ready(server: VllmServer) -> None:

@@ -27,6 +27,8 @@ import httpx
 
 from assistant.datadir import open_private
 from assistant.errors import AssistantError, EngineUnavailable, ModelMissing
+from assistant.leftovers import Leftovers
+from assistant.lifeline import lifeline_fd, on_lifeline
 
 log = logging.getLogger(__name__)
 
@@ -122,6 +124,7 @@ class EmbeddedEngine:
         restart_delays_s: tuple[float, ...] = RESTART_DELAYS_S,
         label: str = "engine",
         nice: int = 0,
+        leftovers: Leftovers | None = None,
     ):
         self.models_dir = models_dir
         self.ctx = ctx
@@ -132,6 +135,8 @@ class EmbeddedEngine:
         self.nice = nice
         """Lower CPU priority (0..19) for a process whose work is background (the deep lane)."""
         self.log_path = log_path
+        self.leftovers = leftovers
+        """Where each process is recorded, so a next start ends it if the app was killed."""
         self.restart_delays_s = restart_delays_s
         self.port = 0
         self.proc: subprocess.Popen | None = None
@@ -187,7 +192,8 @@ class EmbeddedEngine:
         ]  # fmt: skip
 
     def _launch(self, timeout_s: float) -> None:
-        cmd = self.command()
+        # on the app's lifeline: it ends with the app, even when the app is killed (issue 48)
+        cmd = on_lifeline(self.command())
         if self.log_path is not None:
             self.log_path.parent.mkdir(parents=True, exist_ok=True)
             size = self.log_path.stat().st_size if self.log_path.exists() else 0
@@ -200,12 +206,15 @@ class EmbeddedEngine:
         out = open_private(self.log_path, "ab") if self.log_path else subprocess.DEVNULL
         try:
             proc = subprocess.Popen(
-                cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
-            )
+                cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+                pass_fds=(lifeline_fd(),),
+            )  # fmt: skip
         finally:
             if out is not subprocess.DEVNULL:
                 out.close()
         self.proc = proc
+        if self.leftovers is not None:
+            self.leftovers.add_process(proc.pid, self.label)
         if self._stopping.is_set():  # stopped while it was being started
             self._kill(proc)
             raise EngineUnavailable("the embedded engine was stopped while it started")
@@ -272,6 +281,8 @@ class EmbeddedEngine:
             if proc is None:
                 return
             proc.wait()
+            if self.leftovers is not None:
+                self.leftovers.forget_process(proc.pid)
             if self._stopping.is_set():
                 return
             self.ready.clear()
@@ -343,9 +354,10 @@ class EmbeddedEngine:
         if watcher is not None and watcher is not threading.current_thread():
             watcher.join(timeout=10)
 
-    @staticmethod
-    def _kill(proc: subprocess.Popen) -> None:
+    def _kill(self, proc: subprocess.Popen) -> None:
         stop_group(proc, grace_s=5.0)
+        if self.leftovers is not None:
+            self.leftovers.forget_process(proc.pid)
 
     def __enter__(self) -> EmbeddedEngine:
         self.start()

@@ -6,6 +6,7 @@ import threading
 from pathlib import Path
 
 from assistant.engine.embedded import EmbeddedEngine, gguf_path
+from assistant.leftovers import Leftovers
 
 DEEP_NICE = 10
 """The deep lane's process yields the CPU to chat, the app and the person's other programs: a
@@ -21,6 +22,7 @@ def start_lanes(
     threads: int,
     per_lane: bool,
     log_dir: Path,
+    leftovers: Leftovers | None = None,
 ) -> dict[str, EmbeddedEngine]:
     """The embedded engine's processes by lane, started and checked: one per lane, or one that
     both lanes share (`per_lane=False`). Raises EngineUnavailable with none left running.
@@ -30,11 +32,13 @@ def start_lanes(
     (`bench qos`), and every deep request evicted the chat prefix from its cache."""
     model = gguf_path(models_dir)  # assembled once, before two processes could race to it
     engines = {"chat": EmbeddedEngine(models_dir, ctx=ctx, slots=slots, threads=threads,
-                                      log_path=log_dir / "engine.log")}  # fmt: skip
+                                      log_path=log_dir / "engine.log",
+                                      leftovers=leftovers)}  # fmt: skip
     if per_lane:
         engines["deep"] = EmbeddedEngine(
             models_dir, ctx=ctx, slots=slots, threads=threads,
             log_path=log_dir / "engine-deep.log", label="deep-lane engine", nice=DEEP_NICE,
+            leftovers=leftovers,
         )  # fmt: skip
     errors: list[BaseException] = []
 

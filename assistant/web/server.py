@@ -14,6 +14,7 @@ import os
 import shutil
 import signal
 import sys
+import tempfile
 import threading
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -21,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from assistant.app_client import announce, local_url, new_secret, withdraw
 from assistant.datadir import UMASK, exposure, make_private_dir, write_private
+from assistant.leftovers import Leftovers
 from assistant.limits import cap_page_turns
 from assistant.runtime import Runtime
 from assistant.settings import Settings
@@ -137,6 +139,12 @@ def serve(
         for line in describe(certificate, host, port):
             print(line, file=sys.stderr, flush=True)
     ensure_ffmpeg(settings.data_dir / "bin")
+    # what a killed run on this data directory left (engines, worker, temp files) ends first;
+    # then this run's temp files go to a directory of its own, removed when it stops (issue 48)
+    leftovers = Leftovers(settings.data_dir)
+    leftovers.end()
+    scratch = leftovers.scratch()
+    restore_temp = use_temp_dir(scratch)
     # imports gradio: only once we know we will serve
     from starlette.middleware import Middleware
 
@@ -144,13 +152,14 @@ def serve(
     from assistant.web.edge.security import edge_middleware, launch_options
     from assistant.web.page.page import PAGE_CSS, PAGE_HEAD, build_ui
 
-    rt = Runtime(settings)
     pidfile = settings.data_dir / "serve.pid"
     # the command line on this data directory becomes a client of this app (app_client)
     local_secret = new_secret()
     demo = None
+    rt: Runtime | None = None
     stop = _stop_on_signals()
     try:
+        rt = Runtime(settings)
         write_private(pidfile, str(os.getpid()))
         if rt.notice:
             print(rt.notice, file=sys.stderr)
@@ -216,10 +225,33 @@ def serve(
         withdraw(settings.data_dir, local_secret)  # first: no command line sends here now
         if demo is not None:
             demo.close()
-        rt.close()
+        if rt is not None:
+            rt.close()
         with contextlib.suppress(OSError, ValueError):
             if int(pidfile.read_text().strip()) == os.getpid():
                 pidfile.unlink()
+        restore_temp()
+        leftovers.remove(scratch)
+
+
+def use_temp_dir(path: Path) -> Callable[[], None]:
+    """Have this process's temp files (Gradio's uploads and cache, exports, downloads) and its
+    children's go to `path`; returns what undoes it."""
+    before = tempfile.tempdir, {k: os.environ.get(k) for k in ("TMPDIR", "GRADIO_TEMP_DIR")}
+    tempfile.tempdir = str(path)
+    os.environ["TMPDIR"] = str(path)
+    # one the operator set is kept: theirs to clean
+    os.environ.setdefault("GRADIO_TEMP_DIR", str(path / "gradio"))
+
+    def restore() -> None:
+        tempfile.tempdir = before[0]
+        for key, value in before[1].items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+    return restore
 
 
 def add_routes(
