@@ -90,7 +90,8 @@ def test_two_requests_separated_by_silence_are_two_turns(stt):
     first, second = finals(heard)
     assert "wizard" in first.text and "horizon" in second.text.lower()
     kinds = [h.kind for h in heard if h.utterance == 1]
-    assert kinds[0] == "speech" and kinds[-2:] == ["candidate", "final"]  # announced first
+    assert kinds[0] == "speech" and kinds[-3:-1] == ["candidate", "final"]  # announced first
+    assert kinds[-1] == "closed"  # the window for going on passed before the second request
     for h in (first, second):
         # the model ended the turn (not the fallback pause), after the candidate pause
         assert h.reason == "model" and h.endpoint_ms >= ListenConfig().candidate_ms
@@ -115,6 +116,9 @@ def test_long_pauses_inside_a_sentence_do_not_end_the_turn(stt):
     kinds = [h.kind for h in heard]
     assert kinds.index("resumed") > kinds.index("final")  # the committed one went on
     assert kinds.count("candidate") > 2  # and the pauses inside were candidates
+    # the window closed only once, after the whole: never while the person could go on
+    last_final = len(kinds) - 1 - kinds[::-1].index("final")
+    assert kinds.count("closed") == 1 and kinds.index("closed") > last_final
     # without the model, only the fallback pause ends a turn: one turn
     (alone,) = finals(listen(stt, audio, model=False))
     assert alone.reason == "pause" and alone.endpoint_ms >= ListenConfig().fallback_ms

@@ -122,6 +122,7 @@ def test_a_reply_prepared_at_the_candidate_is_held_until_the_commit():
         assert turns.started == ["what time is it"] and not page.audio
         assert "reply" not in page.kinds()  # held: nothing of it reached the page
         await s.hear(heard("final", endpoint_ms=300.0, stt_ms=0.0))
+        await s.hear(heard("closed"))  # the window for going on passed: the turn is kept
         await s.turn.task if s.turn else None
         await asyncio.sleep(0.05)
         return turns, page
@@ -146,6 +147,7 @@ def test_going_on_after_a_candidate_forgets_the_prepared_reply():
         await s.hear(heard("speech"))
         await s.hear(heard("candidate", text="and so my fellow americans ask not"))
         await s.hear(heard("final", text="and so my fellow americans ask not"))
+        await s.hear(heard("closed"))
         while s.turn is not None:
             await asyncio.sleep(0.05)
         return turns, page
@@ -159,48 +161,46 @@ def test_going_on_after_a_candidate_forgets_the_prepared_reply():
     ]
 
 
-class WindowListener(QuietListener):
-    """The listener's side of "may the committed turn still go on?", scripted: `said` counts
-    what it has said, as the real listener's does."""
-
-    class config:
-        merge_ms = 0
-
-    def __init__(self):
-        self.open = True
-        self.asked = 0
-        self.said = 0
-
-    def may_go_on(self, number):
-        self.asked += 1
-        return self.open
-
-
-def test_a_turn_is_not_stored_while_its_going_on_is_still_on_the_way():
-    # The listener closes the window as it hears the person go on, and says "resumed" in the
-    # same step; on a busy loop the turn can look at the window before the session has heard
-    # that. It must wait for what was said, and then be cancelled, not stored.
+def test_a_turn_is_kept_only_once_the_listener_says_the_person_did_not_go_on():
+    # The listener closes the window as it hears the person go on, and says "resumed"; a turn
+    # once looked at the window itself and, on a busy loop, before "resumed" had reached the
+    # session. Now it waits for the listener's "closed", which comes in order after any
+    # "resumed": done and played out, it is not stored until then, and never if they went on.
     async def run():
-        turns, page, listener = Turns(words=1), Page(), WindowListener()
-        s = session(turns, page, listener=listener)
-        listener.said = 2
-        await s.hear(heard("candidate", text="and so my fellow americans", seq=1))
-        await s.hear(heard("final", text="and so my fellow americans", seq=2))
-        while not listener.asked:  # the turn is done and waits on the window
+        turns, page = Turns(words=1), Page()
+        s = session(turns, page)
+        await s.hear(heard("candidate", text="and so my fellow americans"))
+        await s.hear(heard("final", text="and so my fellow americans"))
+        held = s.turn
+        await _played_and_waiting_on_the_window(s, held)
+        before = list(turns.stored)  # its reply generated and played: still not stored
+        await s.hear(heard("resumed"))
+        while s.turn is not None or not held.task.done():
             await asyncio.sleep(0.01)
-        listener.open, listener.said = False, 3  # heard going on; "resumed" not delivered yet
-        await asyncio.sleep(1.0)  # long past the reply's playback: it would be stored by now
-        before = list(turns.stored)
-        await s.hear(heard("resumed", seq=3))
-        while s.turn is not None:
-            await asyncio.sleep(0.01)
-        await asyncio.sleep(0.05)
-        return before, turns, page
+        went_on = list(turns.stored)
+        await s.hear(heard("speech"))
+        await s.hear(heard("final", text="and so my fellow americans ask not"))
+        kept = s.turn
+        await s.hear(heard("closed"))
+        await kept.task
+        return before, went_on, turns, page
 
-    before, turns, page = asyncio.run(run())
-    assert before == [] and turns.stored == []  # it went on: never stored as a turn
-    assert turns.started == ["and so my fellow americans"]
+    before, went_on, turns, page = asyncio.run(run())
+    assert before == [] and went_on == []  # it went on: never stored as a turn
+    assert turns.stored == [("and so my fellow americans ask not", "done")]
     assert "barge" in page.kinds()
+
+
+async def _played_and_waiting_on_the_window(s, turn) -> None:
+    """Until `turn`'s reply was generated and the page reported it all played: then only the
+    listener's word holds it."""
+    from assistant.turns.playback import Played
+
+    while turn.first_audio_at is None or not turn.reply:
+        await asyncio.sleep(0.01)
+    await s.played(Played(turn.utterance, turn.audio_ms, interrupted=False))
+    for _ in range(50):  # the turn runs on to what holds it
+        await asyncio.sleep(0)
 
 
 def test_the_listener_numbers_what_it_says():
@@ -218,6 +218,7 @@ def test_a_prepared_turn_is_routed_once_and_carries_its_decision_into_the_turn()
         await s.hear(heard("candidate"))
         prepared = s.turn
         await s.hear(heard("final", endpoint_ms=300.0, stt_ms=0.0))
+        await s.hear(heard("closed"))
         await prepared.task
         return turns
 
@@ -236,6 +237,7 @@ def test_deep_work_is_never_started_before_the_commit():
         await asyncio.sleep(0.1)
         before = list(turns.started)
         await s.hear(heard("final", text="prove the theorem"))
+        await s.hear(heard("closed"))
         while s.turn is not None:
             await asyncio.sleep(0.05)
         return before, turns
@@ -349,6 +351,7 @@ def test_a_job_notice_is_said_in_the_call_once_it_is_quiet_and_never_stored():
         calls = Calls()
         calls.join(s)
         await s.hear(heard("final", text="tell me a story"))
+        await s.hear(heard("closed"))
         assert calls.of("local") is s and calls.of("bob") is None
         calls.of("local").announce("Your delegated job is done.")
         await asyncio.sleep(0.05)
@@ -490,6 +493,7 @@ def test_a_reply_stopped_while_it_plays_is_kept_as_what_the_page_played():
         s = session(turns, page)
         s.listener = Echo()
         await s.hear(heard("final", text="hi"))
+        await s.hear(heard("closed"))
         while not page.audio:
             await asyncio.sleep(0.01)
         guarded = s.listener.text is not None
@@ -558,3 +562,35 @@ def test_jfk_through_a_stalled_event_loop_is_the_same_one_turn():
         return turns
 
     assert_one_whole_jfk_turn(asyncio.run(run()))
+
+
+def test_a_logout_reaches_the_call_as_an_event_and_ends_it():
+    """Logout is an event of the call (`Calls.logout`, told by the edge when Gradio has ended
+    the login's sessions): the reply stops, kept as heard, and the call ends with the reason;
+    another login's call goes on. No poll of the login is involved."""
+    from assistant.turns.calls import Calls
+
+    async def run():
+        turns, page = Turns(words=40, word_s=0.05), Page()
+        ended: list[str] = []
+
+        async def end_call(why: str) -> None:
+            ended.append(why)
+
+        s = session(turns, page)
+        s.end_call = end_call
+        other = session(Turns(), Page())
+        other.owner = "bob"
+        calls = Calls()
+        calls.join(s)
+        calls.join(other)
+        await s.hear(heard("final", text="tell me a story"))
+        while not page.audio:
+            await asyncio.sleep(0.01)
+        await calls.logout("local")
+        return turns, page, ended, s
+
+    turns, page, ended, s = asyncio.run(run())
+    assert ended == ["you logged out; the call ends"]
+    assert turns.stored == [("tell me a story", "stopped")] and s.turn is None
+    assert "barge" in page.kinds()

@@ -61,6 +61,9 @@ ROWS = [
     # a deep request is never prepared: its final starts it
     (CallState(P.HEARING), Event("final", 3, "research this for an hour"),
      (A.START, A.SHOW), P.THINKING),
+    # the merge window passed: the turn is kept once its reply has played out
+    (CallState(P.SPEAKING, REPLYING, playing=True), Event("closed", 2), (A.KEEP,), P.SPEAKING),
+    (CallState(P.HEARING), Event("closed", 2), (), P.HEARING),
     (CallState(P.HEARING, PREPARED), Event("ignored", 3), (A.DISCARD, A.SHOW), P.LISTENING),
     # a cough beside the reply: the reply goes on
     (CallState(P.HEARING, REPLYING, playing=True), Event("ignored", 4), (A.SHOW,), P.SPEAKING),
@@ -114,8 +117,8 @@ def test_every_row_of_the_table_has_a_test():
 
 def test_every_event_in_every_state_has_a_row():
     turns = [None, PREPARED, REPLYING, TYPED]
-    kinds = ["speech", "partial", "candidate", "resumed", "final", "ignored", "notice", "typed",
-             "stop", "audio", "ended", "played_out", "logout"]  # fmt: skip
+    kinds = ["speech", "partial", "candidate", "resumed", "final", "closed", "ignored", "notice",
+             "typed", "stop", "audio", "ended", "played_out", "logout"]  # fmt: skip
     for phase, turn, kind, utterance in itertools.product(P, turns, kinds, [2, 3, 4, -1]):
         decide(CallState(phase, turn), Event(kind, utterance, "what time is it"))  # no raise
 

@@ -11,7 +11,9 @@ person can see or hear of whose turn it is follows from a row below, and each ro
 - *the held reply*: a reply prepared at a candidate end is held (nothing sent, nothing
   stored) until the end is committed;
 - *the merge window*: the person going on soon after a committed end drops the reply started
-  for it, never stored, and the whole is answered as one turn;
+  for it, never stored, and the whole is answered as one turn; a turn is kept only once the
+  listener says the window has passed (`closed`, on the audio's clock): it arrives in order
+  after any `resumed`, so no poll is needed to tell which came first;
 - *a typed turn during a reply*, and *push-to-talk during a call*: a turn of the call, which
   stops the reply in progress (kept as far as it was heard) and is answered aloud.
 
@@ -61,7 +63,7 @@ class CallState:
 
 EventKind = Literal[
     # from the listener (`assistant.speech.hearing.Heard`)
-    "speech", "partial", "candidate", "resumed", "final", "ignored", "notice",
+    "speech", "partial", "candidate", "resumed", "final", "closed", "ignored", "notice",
     # from the session's other inputs
     "typed",  # a question typed on the page, or said with push-to-talk, during the call
     "stop",  # Stop on the page (the conversation's one cancel)
@@ -93,7 +95,10 @@ class Action(Enum):
     """Start a turn on the candidate's text, its events held until the end is committed (not
     for the deep lane: no job for words that may go on)."""
     COMMIT = "commit"
-    """The prepared turn is the person's: its held events go out, it may be stored."""
+    """The prepared turn is the person's: its held events go out."""
+    KEEP = "keep"
+    """The window for going on with the turn has passed: once its reply has played out it is
+    stored (until then, the person going on would make it part of a longer turn)."""
     START = "start"
     """Start a committed turn on the event's text."""
     SHOW = "show"
@@ -148,6 +153,9 @@ TABLE: tuple[Row, ...] = (
         "other words than were prepared for: that reply is forgotten, the final's answered"),
     Row("final", "none", (A.START, A.SHOW), P.THINKING,
         "the end, with nothing prepared (a deep request waits for it)"),
+    Row("closed", "same", (A.KEEP,), KEEP,
+        "the merge window: passed, the turn is the person's; kept once its reply played out"),
+    Row("closed", "any", (), KEEP, "the window of a turn no longer running"),
     Row("ignored", "same", (A.DISCARD, A.SHOW), SETTLE,
         "noise, echo or no words: what was prepared for it is forgotten"),
     Row("ignored", "any", (A.SHOW,), SETTLE, "noise beside a reply: the reply goes on"),

@@ -46,7 +46,22 @@ class ListenConfig:
     transcript)."""
 
 
-HeardKind = Literal["speech", "partial", "candidate", "resumed", "final", "ignored", "notice"]
+# What the listener says, in order:
+#
+# speech      someone started speaking (barge-in)
+# partial     the transcript so far (the page shows it growing)
+# candidate   a short pause (`candidate_ms`): the turn may be over; carries the final
+#             transcript, so a reply can be prepared before the end is confirmed
+# resumed     speech went on after a candidate (or soon after a final): what was prepared
+#             for it is stale; the same utterance goes on
+# final       the end is committed (the turn-end model said so, or the pause reached
+#             `fallback_ms`), with the transcript and the timings
+# closed      the window for going on with a committed utterance has passed: its turn is
+#             the person's for good (what the session waits for before keeping it)
+# ignored     an utterance dropped: too short, no words, or the reply's own echo
+HeardKind = Literal[
+    "speech", "partial", "candidate", "resumed", "final", "closed", "ignored", "notice"
+]
 """`notice`: something the person should be told (`reason`), e.g. that the embedded model
 stands in for a failed speech server."""
 

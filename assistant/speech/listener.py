@@ -1,18 +1,8 @@
 """Hands-free listening: voice activity detection on a live microphone stream, a transcript
 that grows while the person speaks, and the end of their turn decided by a turn-end model.
 
-The page streams 16 kHz int16 PCM in real time (`web.call`); `Listener.feed` runs
-Silero VAD frame by frame (32 ms) and queues what happened (`Heard`):
-
-    speech      someone started speaking (barge-in)
-    partial     the transcript so far (the page shows it growing)
-    candidate   a short pause (`candidate_ms`): the turn may be over; carries the final
-                transcript, so a reply can be prepared before the end is confirmed
-    resumed     speech went on after a candidate (or soon after a final): what was prepared
-                for it is stale; the same utterance goes on
-    final       the end is committed (the turn-end model said so, or the pause reached
-                `fallback_ms`), with the transcript and the timings
-    ignored     an utterance dropped: too short, no words, or the reply's own echo
+The page streams 16 kHz int16 PCM in real time (`web.call`); `Listener.feed` runs Silero VAD
+frame by frame (32 ms) and queues what happened (`Heard`; its kinds: `speech.hearing`).
 
 Never starving: `feed` never awaits Whisper or the turn-end model. VAD stays on the loop (0.5 ms
 a chunk), so a backlog is heard whole before a verdict lands (in a thread, calls lost words)."""
@@ -116,10 +106,12 @@ class Listener(Transcribing):
         """The reply being spoken to the user (None once it stops): the echo guard."""
         self._playing = text or None
 
-    def may_go_on(self, number: int) -> bool:
-        """Whether utterance `number`, committed, may still go on (the window is open, or a
-        sound in it is not yet told apart): the session keeps its turn open meanwhile."""
-        return self._closed is not None and self._closed_number == number
+    def _close_window(self) -> None:
+        """The last committed utterance can no longer go on: said (`closed`), so its turn is
+        the person's for good, decided on the audio's clock, never by polling the listener."""
+        if self._closed is not None:
+            self._closed = None
+            self._say(Heard("closed", self._closed_number))
 
     async def feed(
         self, pcm: bytes, received_ms: float | None = None, *, take: bool = True
@@ -153,7 +145,7 @@ class Listener(Transcribing):
                     self._closed.append(frame)
                     self._closed_gap_ms += FRAME_MS
                     if self._closed_gap_ms > cfg.merge_ms:
-                        self._closed = None
+                        self._close_window()
                 return
             self._active = True
             self._audio = list(self._preroll)
@@ -353,8 +345,10 @@ class Listener(Transcribing):
         )
         audio, gap = self._audio, (len(self._audio) - self._last_voiced) * FRAME_MS
         self._reset()
-        if gap <= self.config.merge_ms:  # counted from the last word, not from the commit
-            self._closed, self._closed_number, self._closed_gap_ms = audio, self.count, gap
+        # the window for going on counts from the last word, not from the commit
+        self._closed, self._closed_number, self._closed_gap_ms = audio, self.count, gap
+        if gap > self.config.merge_ms:
+            self._close_window()
         return True
 
     def _drop(self, *, keep: bool) -> None:
@@ -367,7 +361,7 @@ class Listener(Transcribing):
             self._closed += audio
             self._closed_gap_ms = gap
         else:
-            self._closed = None
+            self._close_window()
 
     def _resume(self) -> None:
         """Speech after a candidate end: the same utterance goes on."""

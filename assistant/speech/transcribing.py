@@ -71,6 +71,9 @@ class Transcribing:
     def _reset(self) -> None:
         raise NotImplementedError
 
+    def _close_window(self) -> None:
+        raise NotImplementedError
+
     # what the listener heard, for its one reader
     def take(self) -> list[Any]:
         out, self._out = self._out, []
@@ -156,7 +159,7 @@ class Transcribing:
         number = self.count if self._announced else self.count + 1
         self._say(Heard("ignored", number, reason=f"speech recognition failed: {reason}"))
         self._reset()
-        self._closed = None
+        self._close_window()
 
     async def _cancel_tasks(self) -> None:
         tasks = list(self._tasks)

@@ -55,6 +55,11 @@ class Calls:
                 return session
         return sessions[-1] if sessions else None
 
+    async def logout(self, owner: str) -> None:
+        """`owner` logged out: each of their calls ends now (its reply stopped, kept as heard)."""
+        for session in list(self._sessions.get(owner, [])):
+            await session.logout()
+
     def on(self, owner: str, conversation_id: str | None) -> VoiceSession | None:
         """The owner's call whose turns are in `conversation_id`, and no other: Stop in one
         conversation never stops a call answering in another (a phone beside a desktop tab)."""

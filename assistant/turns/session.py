@@ -53,6 +53,7 @@ class VoiceSession:
         send_json: SendJson,
         send_bytes: SendBytes,
         on_done: Callable[[TurnResult], None] | None = None,
+        end_call: Callable[[str], Awaitable[None]] | None = None,
     ):
         self.listener = listener
         self.session = session
@@ -63,6 +64,8 @@ class VoiceSession:
         self.send_json = send_json
         self.send_bytes = send_bytes
         self.on_done = on_done
+        self.end_call = end_call
+        """Ends the call with a reason the page is told (the socket's; None: nothing to end)."""
         self.turn: VoiceTurn | None = None
         self.state = Phase.LISTENING
         self._playing_until = 0.0
@@ -72,8 +75,6 @@ class VoiceSession:
         self._hearing = asyncio.Lock()
         """What was heard is handled in order, one at a time (the socket's reader and the
         listener's background work both deliver)."""
-        self._heard_seq = 0
-        """The listener's last `Heard.seq` this session has handled."""
         self.conversation_id: str | None = None
         """The conversation of the latest turn."""
         self._own = 0
@@ -93,10 +94,7 @@ class VoiceSession:
 
     async def hear(self, heard: Heard) -> None:
         async with self._hearing:
-            try:
-                await self._apply(Event(heard.kind, heard.utterance, heard.text), heard)
-            finally:
-                self._heard_seq = max(self._heard_seq, heard.seq)
+            await self._apply(Event(heard.kind, heard.utterance, heard.text), heard)
 
     async def _apply(self, event: Event, heard: Heard | None = None, source: str = "") -> None:
         """One row of the turn-taking table (`assistant.call.turn_taking`), carried out."""
@@ -122,12 +120,16 @@ class VoiceSession:
             turn.heard = heard
             turn.stamp()
             turn.committed.set()
+        elif action is Action.KEEP and turn is not None:
+            turn.kept.set()
         elif action is Action.START and heard is not None:
             await self._start(heard, committed=True)
         elif action is Action.START:  # typed, or push-to-talk: no listener's words
             self._begin(self._own_turn(event.text, source), self._run)
         elif action is Action.SHOW:
             await self._show(event, heard)
+        elif action is Action.END_CALL and self.end_call is not None:
+            await self.end_call("you logged out; the call ends")
 
     async def _show(self, event: Event, heard: Heard | None) -> None:
         if event.kind == "notice" and heard is not None:
@@ -155,6 +157,11 @@ class VoiceSession:
         """Stop on the page: the reply stops, kept as far as it was heard."""
         async with self._hearing:
             await self._apply(Event("stop"))
+
+    async def logout(self) -> None:
+        """The call's login is gone: the reply stops (kept as heard) and the call ends."""
+        async with self._hearing:
+            await self._apply(Event("logout"))
 
     async def say(self, text: str, source: str = "typed") -> None:
         """A question typed on the page during the call, or said with push-to-talk
@@ -309,34 +316,15 @@ class VoiceSession:
                     await self._apply(Event("ended", turn.utterance))
 
     async def _said(self, turn: VoiceTurn) -> None:
-        """Until the turn is the person's (committed) and its audio has played out on the
-        page: a reply is what it said, so speaking over it stops it, even once generated."""
+        """Until the turn is the person's (committed, and the listener said they did not go on
+        with it: `closed`) and its audio has played out on the page: a reply is what it said,
+        so speaking over it stops it, even once generated. A short reply may end before the
+        person goes on: the turn is then still theirs to continue, not stored yet."""
         await turn.committed.wait()
+        if turn.heard is not None:  # typed: nothing to go on with, only its audio to play out
+            await turn.kept.wait()
         if turn.discard or self.turn is not turn:
             raise asyncio.CancelledError  # superseded while it ran: never stored
-        if turn.heard is None:  # typed: nothing to go on with, only its audio to play out
-            await self._played_out(turn)
-            return
-        # and until the window for going on with it has passed (a short reply may end before
-        # the person goes on: the turn is then still theirs to continue, not stored yet)
-        config = getattr(self.listener, "config", None)
-        window = float(getattr(config, "merge_ms", 0))
-        heard_at = turn.heard.last_word_ms
-        if heard_at is not None and (left_ms := heard_at + window - now_ms()) > 0:
-            await asyncio.sleep(left_ms / 1000)
-            if turn.discard or self.turn is not turn:
-                raise asyncio.CancelledError
-        go_on = getattr(self.listener, "may_go_on", None)
-        while go_on is not None and go_on(turn.utterance):  # noqa: ASYNC110
-            await asyncio.sleep(0.05)  # a sound after it, not yet told apart (echo check)
-        # The window closes the moment the listener hears the person go on, before its
-        # "resumed" (which cancels this turn) has reached this session: on a busy loop this
-        # task can run first. Everything the listener has said is heard before deciding.
-        said = getattr(self.listener, "said", 0)
-        while self._heard_seq < said:  # noqa: ASYNC110
-            await asyncio.sleep(0.02)
-        if turn.discard or self.turn is not turn:
-            raise asyncio.CancelledError
         await self._played_out(turn)
 
     async def _played_out(self, turn: VoiceTurn) -> None:

@@ -26,6 +26,8 @@ class VoiceTurn:
     """The lane chosen when the reply was prepared (the turn is not routed again); None: the
     turn routes itself."""
     committed: asyncio.Event = field(default_factory=asyncio.Event)
+    kept: asyncio.Event = field(default_factory=asyncio.Event)
+    """The listener said the window for going on with it has passed (`closed`)."""
     task: asyncio.Task[None] | None = None
     discard: bool = False
     """Cancelled before it was committed: the person went on; it is not stored."""

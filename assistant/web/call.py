@@ -238,13 +238,20 @@ def add_listen_route(app: Any, rt: Runtime, speech: SpeechModels) -> None:
             quiet.now()  # the reply's audio
             await out.send_bytes(data)
 
+        async def end(why: str, code: int = 4401) -> None:
+            """The call ends: the page is told why, the socket closed, the session ended."""
+            with contextlib.suppress(Exception):
+                await out.send_json({"kind": "error", "text": why})
+                await out.ws.close(code=code, reason=why)
+            inbox.put_nowait(None)
+
         session = VoiceSession(
             listener, session, owner=owner, tts=tts,
-            send_json=send_json, send_bytes=send_bytes,
+            send_json=send_json, send_bytes=send_bytes, end_call=end,
         )  # fmt: skip
         hearing = asyncio.create_task(session.run(), name="call-hear")
         watching = asyncio.create_task(
-            watch_call(out, owner, session, quiet, inbox), name="call-watch"
+            watch_call(out, owner, session, quiet, end), name="call-watch"
         )
         calls.join(session)  # typed questions and job notices reach the call from now on
         try:
@@ -266,15 +273,13 @@ def add_listen_route(app: Any, rt: Runtime, speech: SpeechModels) -> None:
             await session.close()
             await listener.close()
 
-    async def watch_call(
-        out: CallSocket, owner: str, session: Any, quiet: Quiet, inbox: asyncio.Queue[Inbound]
-    ) -> None:
-        """End the call when its login is gone (logged out, expired) or nothing is said in it
-        for `QUIET_S`: the page is told why, the socket closed and the session ended."""
+    async def watch_call(out: CallSocket, owner: str, session: Any, quiet: Quiet, end: Any) -> None:
+        """End the call when its login has expired (a logout reaches the call as an event:
+        `Calls.logout`) or nothing is said in it for `QUIET_S`."""
         while True:
             await asyncio.sleep(WATCH_S)
             if socket_owner(app, out.ws, settings) != owner:  # Gradio dropped the login's token
-                why, code = "you logged out; the call ends", 4401
+                why, code = "you logged out or your login expired; the call ends", 4401
             elif session.state in BUSY_STATES or session.turn is not None:
                 quiet.now()
                 continue
@@ -282,10 +287,7 @@ def add_listen_route(app: Any, rt: Runtime, speech: SpeechModels) -> None:
                 why, code = f"nothing said for {QUIET_S:.0f} s; the call ends", 4408
             else:
                 continue
-            with contextlib.suppress(Exception):
-                await out.send_json({"kind": "error", "text": why})
-                await out.ws.close(code=code, reason=why)
-            inbox.put_nowait(None)
+            await end(why, code)
             return
 
     app.add_api_websocket_route("/listen", listen)

@@ -203,7 +203,9 @@ def serve(
                 # over HTTPS, login cookies are Secure (assistant.web.edge.tls)
                 # the certificate's names are served like ASSISTANT_ALLOWED_HOSTS
                 "middleware": [
-                    *edge_middleware(settings, certificate.names if certificate else ()),
+                    *edge_middleware(
+                        settings, certificate.names if certificate else (), rt.calls.logout
+                    ),
                     Middleware(SecureCookies),
                 ],
             },

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import functools
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -106,6 +106,7 @@ class EdgeGuard:
         wall: LoginWall | None = None,
         upload_max: int = 0,
         uploads: DailyBytes | None = None,
+        on_logout: Callable[[str], Awaitable[None]] | None = None,
     ):
         self.app = app
         self.uploads = uploads
@@ -115,6 +116,8 @@ class EdgeGuard:
         self.wall = wall
         self.upload_max = upload_max
         """An upload request's bytes at most (all its files and their multipart framing)."""
+        self.on_logout = on_logout
+        """Told the login once Gradio has ended its sessions (its open calls end at once)."""
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] not in ("http", "websocket"):
@@ -169,6 +172,13 @@ class EdgeGuard:
             and scope["path"].rstrip("/").endswith("/login")
         ):
             await self._login(scope, receive, send)
+            return
+        if self.on_logout is not None and scope["path"].rstrip("/") == "/logout":
+            # who it was, read before Gradio forgets the token; told once it has
+            user = self.wall.login_of(scope, headers) if self.wall is not None else None
+            await self.app(scope, receive, send)
+            if user is not None:
+                await self.on_logout(user)
             return
         await self.app(scope, receive, send)
 
@@ -278,9 +288,14 @@ class PageHeaders:
         await self.app(scope, receive, send_with_headers)
 
 
-def edge_middleware(settings: Settings, certificate_names: Iterable[str] = ()) -> list[Any]:
+def edge_middleware(
+    settings: Settings,
+    certificate_names: Iterable[str] = (),
+    on_logout: Callable[[str], Awaitable[None]] | None = None,
+) -> list[Any]:
     """The middleware list for the app (FastAPI's `middleware=` argument). `certificate_names`:
-    the names the served TLS certificate is for, served like ASSISTANT_ALLOWED_HOSTS."""
+    the names the served TLS certificate is for, served like ASSISTANT_ALLOWED_HOSTS;
+    `on_logout`: told each login that logged out (its calls end)."""
     from starlette.middleware import Middleware
 
     login = bool(settings.auth)
@@ -291,6 +306,7 @@ def edge_middleware(settings: Settings, certificate_names: Iterable[str] = ()) -
         wall=LoginWall(settings.login_max_age_s) if login else None,
         upload_max=settings.max_upload_bytes + MULTIPART_SLACK,
         uploads=uploads_per_day(settings) if login else None,
+        on_logout=on_logout if login else None,
     )
     # outermost: the refusals get the page's headers too
     return [Middleware(PageHeaders, sources=settings.page_sources), guard]
