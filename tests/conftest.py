@@ -47,6 +47,7 @@ TIERS = {
     "test_hardening": ("process", "model"),
     "test_jobs": ("process",),
     "test_openai_api": ("process", "model"),
+    "test_openai_routing": ("process", "model"),
     "test_housekeeping": ("process",),
     "test_openwebui": ("openwebui", "browser", "process"),
     "test_openai_audio": ("process", "model"),
