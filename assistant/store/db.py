@@ -174,6 +174,7 @@ class Store(JobRows):
             "tokens_per_s": result.tokens_per_s,
             "job_id": result.job_id,
             "offer": result.offer,
+            "dropped": result.dropped,
         }
         with self.tx() as db:
             updated = turn_id is not None and (
@@ -263,4 +264,5 @@ def _turn_from_row(r: sqlite3.Row) -> TurnResult:
         tokens_per_s=r["tokens_per_s"],
         turn_id=r["id"],
         offer=r["offer"],
+        dropped=r["dropped"],
     )
