@@ -114,15 +114,16 @@ def test_the_rate_follows_the_engines_counts():
 @pytest.mark.parametrize(
     "message,size,count",
     [
-        # vLLM 0.32 (what the issue's conversation got)
+        # vLLM 0.32 (what the issue's conversation got; tests/test_vllm_window.py checks it)
         (
             "Error code: 400 - {'error': {'message': \"This model's maximum context length is "
-            "2048 tokens. However, you requested 16 output tokens and your prompt contains at "
-            "least 2049 input tokens, for a total of at least 2065 tokens. Please reduce the "
-            'length of the input prompt or the number of requested output tokens."}}',
+            "2048 tokens. However, your prompt contains at least 2049 input tokens, which "
+            "exceeds this limit even without any output tokens. Please reduce the length of the "
+            'input prompt. (parameter=input_tokens, value=2049)"}}',
             2048,
             2049,
         ),
+        # older vLLM
         (
             "'max_tokens' or 'max_completion_tokens' is too large: 1024. This model's maximum "
             "context length is 4096 tokens and your request has 3500 input tokens "
@@ -130,7 +131,14 @@ def test_the_rate_follows_the_engines_counts():
             4096,
             3500,
         ),
-        # llama.cpp's server
+        # llama-cpp-python (the embedded engine), and llama.cpp's server
+        (
+            "This model's maximum context length is 4096 tokens, however you requested 5160 "
+            "tokens (5000 in your prompt; 160 for the completion). Please reduce your prompt; "
+            "or completion length.",
+            4096,
+            5000,
+        ),
         (
             "{'code': 400, 'message': 'the request exceeds the available context size, try "
             "increasing it', 'type': 'exceed_context_size_error', 'n_prompt_tokens': 5000, "
@@ -145,6 +153,13 @@ def test_a_refusal_for_length_teaches_the_window(message, size, count):
     assert window.refused(message, weight=1000)
     assert window.size == size
     assert window.rate >= count / 1000  # the next fit counts at least what the engine did
+
+
+def test_a_budget_over_an_unknown_window_teaches_only_the_window():
+    window = Window(None)
+    said = "max_tokens=32768 cannot be greater than max_model_len=2048. Please request fewer "
+    assert window.refused(said + "output tokens. (parameter=max_tokens, value=32768)", 1000)
+    assert window.size == 2048 and window.rate == START_RATE
 
 
 def test_other_refusals_are_not_for_length():

@@ -195,10 +195,11 @@ TOOLS_MSG = '"auto" tool choice requires --enable-auto-tool-choice and --tool-ca
 CONTEXT_MSG = (
     "This model's maximum context length is {n} tokens. However, your prompt contains {q}{p} "
     "input tokens, which exceeds this limit even without any output tokens. "
-    "Please reduce the length of the input prompt."
+    "Please reduce the length of the input prompt. (parameter=input_tokens, value={p})"
 )
 BUDGET_MSG = (
-    "{param}={c} cannot be greater than max_model_len={n}. Please request fewer output tokens."
+    "{param}={c} cannot be greater than max_model_len={n}. Please request fewer output tokens. "
+    "(parameter={param}, value={c})"
 )
 
 
