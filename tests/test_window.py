@@ -109,6 +109,9 @@ def test_the_rate_follows_the_engines_counts():
     assert 0.25 < window.rate < 0.3
     window.learn(1000, 1000)  # a byte-level one
     assert window.rate > 1.0
+    window = Window(WINDOW)
+    window.learn(21, 12)  # "Hello" in a chat template: mostly template, says little
+    assert window.rate == START_RATE and not window.counted
 
 
 @pytest.mark.parametrize(

@@ -40,6 +40,9 @@ REPLY_SHARE = 2
 """The reply's room is its lane's budget, at most the window over this."""
 MIN_SHARE = 4
 """The reply gets at least its room over this, or the request is refused (`ContextFull`)."""
+LEARN_FROM = 512
+"""Bytes a prompt must weigh for its count to be learnt: a shorter one is mostly template (the
+doctor's "Hello" would teach an English model's window twice its real rate, for good)."""
 
 
 class ContextFull(BadInput):
@@ -141,7 +144,7 @@ class Window:
     def learn(self, weight: int, prompt_tokens: int) -> None:
         """The engine counted `prompt_tokens` for a request of `weight`: follow the highest
         rate seen (the first count replaces the assumed rate)."""
-        if weight <= 0 or prompt_tokens <= 0:
+        if weight < LEARN_FROM or prompt_tokens <= 0:
             return
         seen = min(4.0, max(0.05, prompt_tokens / weight)) * MARGIN
         self.rate = seen if not self.counted else max(self.rate, seen)
