@@ -197,7 +197,7 @@ async def _priority_check(rt: Runtime) -> Check:
                 client,
                 model=engine.model or "",
                 metrics_url=rt.base_url.removesuffix("/v1") + "/metrics",
-                context=engine.context,
+                context=engine.window.size,
             ).run()
             if found.settled:
                 break

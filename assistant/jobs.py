@@ -13,6 +13,7 @@ import os
 import socket
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from assistant import limits
@@ -53,9 +54,14 @@ def worker_is_dead(worker_id: str) -> bool:
 class JobQueue:
     """Creating, listing, cancelling and retrying jobs. The store is the queue."""
 
-    def __init__(self, store: Store, settings: Settings):
+    def __init__(
+        self, store: Store, settings: Settings, fits: Callable[[str, int], object] | None = None
+    ):
         self.store = store
         self.settings = settings
+        self.fits = fits
+        """Checks that a job's text and budget fit the engine's context window (raises
+        ContextFull), where the engine is known here; else the worker finds out."""
         self.wake = asyncio.Event()
 
     def submit(
@@ -78,6 +84,8 @@ class JobQueue:
                 f"the job's text is too long ({len(prompt)} characters with what it refers "
                 f"back to; the limit is {limit}, max_text_chars)"
             )
+        if self.fits is not None:  # refused now, naming the limit, not failed later
+            self.fits(prompt, budget or self.settings.deep.max_tokens)
         if not (key and any(j.idempotency_key == key for j in self.store.jobs(owner))):
             self._check_room(owner)
         job, _ = self.store.create_job(

@@ -157,6 +157,11 @@ class TurnResult:
     offer: str | None = None
     """The task the reply offered to take on ("draft the migration plan"): a "yes" to it on the
     next turn delegates this task (issue 30)."""
+    dropped: int = 0
+    """Earlier turns this turn's request left out to fit the engine's context window (issue
+    48): still stored and shown, no longer in the model's view."""
+    window_notice: bool = False
+    """The conversation's first turn to leave turns out: the page says so, once."""
 
     def as_json(self) -> dict:
         return {
@@ -170,6 +175,7 @@ class TurnResult:
             "job_id": self.job_id,
             "tokens": self.tokens,
             "tokens_per_s": self.tokens_per_s,
+            "dropped": self.dropped,
         }
 
 

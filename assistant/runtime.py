@@ -16,6 +16,7 @@ from assistant.engine.embedded import (
     CHAT_BUDGET,
     DEEP_BUDGET,
     NOTICE,
+    TOKEN_RATE,
     EmbeddedEngine,
 )
 from assistant.engine.embedded_lanes import start_lanes
@@ -73,7 +74,19 @@ def probe(base_url: str, api_key: str | None, kind: str, timeout_s: float = 3.0)
             kind = "llamacpp"  # llama-cpp-python reports owned_by "me"
         else:
             kind = "openai"
+    if context is None and kind == "llamacpp":  # llama.cpp's server says it in /props
+        context = _props_context(base_url, headers, timeout_s)
     return EngineInfo(True, kind, models[0] if models else None, context=context, models=models)
+
+
+def _props_context(base_url: str, headers: dict[str, str], timeout_s: float) -> int | None:
+    """A llama.cpp server's context window (per slot): `/props`, beside `/v1`."""
+    try:
+        r = httpx.get(f"{base_url.removesuffix('/v1')}/props", headers=headers, timeout=timeout_s)
+        n = r.json().get("default_generation_settings", {}).get("n_ctx") if r.is_success else None
+    except (httpx.HTTPError, ValueError, AttributeError):
+        return None
+    return n if isinstance(n, int) and n > 0 else None
 
 
 class Runtime:
@@ -130,6 +143,9 @@ class Runtime:
         if embedded:
             self.info.kind, self.info.slots = "llamacpp", settings.embedded_slots
             self.info.context = settings.embedded_ctx
+        elif settings.engine_context:  # where the engine does not say, or says more
+            self.info.context = min(self.info.context or settings.engine_context,
+                                    settings.engine_context)  # fmt: skip
         model = settings.model or self.info.model
         deep_url = settings.engine_deep_url if embedded else None
         lanes = (
@@ -152,6 +168,8 @@ class Runtime:
             supervisor=self.embedded,
             lanes=lanes,  # type: ignore[arg-type]
         )
+        if embedded:  # its tokenizer is known (and its server counts nothing)
+            self.engine.window.rate = TOKEN_RATE
         if lanes and self.info.slots:
             # an engine process per lane: each lane waits only for its own slots
             deep_max = settings.deep_max_in_flight or self.info.slots
@@ -165,13 +183,18 @@ class Runtime:
             )
             self.scheduler = LaneScheduler(deep_max_in_flight=deep_max, slots=self.info.slots)
         self._router: Any = None
-        self.jobs = JobQueue(self.store, settings)
+        self.jobs = JobQueue(self.store, settings, fits=self._job_fits)
         self.calls = Calls()
         """The calls open on this app's page (`/listen`)."""
         self.conversations = Conversations(self.store)
         self.metrics = AppMetrics(depth=self.scheduler.depth, job_counts=self.store.job_counts)
         # run by whoever owns the loop (the server's lifespan, a bench)
         self.loop_lag = LoopLag(self.metrics.loop_lag.observe)
+
+    def _job_fits(self, text: str, budget: int) -> None:
+        """A job's text is refused at once when it cannot fit the engine's context window."""
+        window, messages = self.engine.window, self.prompts.deep(text)
+        window.answer(messages, budget, self.engine.overhead(), what="the job's text")
 
     # the turn path is built on first use: it loads the router (onnxruntime and an embedding
     # warm-up, seconds on a busy CPU) that `assistant doctor` and `jobs` never need

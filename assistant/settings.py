@@ -101,6 +101,9 @@ class Settings:
     engine_url: str | None = None
     """OpenAI-compatible base URL; None starts the embedded llama.cpp server."""
     engine_kind: str = "auto"
+    engine_context: int | None = None
+    """The engine's context window in tokens (`ASSISTANT_ENGINE_CONTEXT`), for an engine that
+    does not say (vLLM's `/v1/models` and llama.cpp's `/props` do); the smaller one counts."""
     model: str | None = None
     api_key: str | None = None
     data_dir: Path = field(default_factory=lambda: Path.home() / ".assistant")
@@ -313,6 +316,10 @@ def load_settings(env: dict[str, str] | None = None, toml_path: Path | None = No
             raise ConfigError("ASSISTANT_DEEP_MAX_IN_FLIGHT must be a whole number") from e
         if in_flight < 1:
             raise ConfigError("ASSISTANT_DEEP_MAX_IN_FLIGHT must be at least 1")
+    context = pick("ASSISTANT_ENGINE_CONTEXT", "engine_context")
+    if context is not None:
+        if not str(context).isdigit() or int(context) < 256:
+            raise ConfigError("ASSISTANT_ENGINE_CONTEXT must be a whole number of tokens (>= 256)")
     data_dir = pick("ASSISTANT_DATA_DIR", "data_dir")
     auth = pick("ASSISTANT_AUTH", "auth", "")
     url = pick("ASSISTANT_ENGINE_URL", "engine_url")
@@ -374,6 +381,7 @@ def load_settings(env: dict[str, str] | None = None, toml_path: Path | None = No
     return Settings(
         engine_url=url.rstrip("/") if url else None,
         engine_kind=kind,
+        engine_context=int(context) if context is not None else None,
         model=pick("ASSISTANT_MODEL", "model"),
         api_key=pick("ASSISTANT_API_KEY", "api_key"),
         data_dir=Path(data_dir).expanduser() if data_dir else Path.home() / ".assistant",

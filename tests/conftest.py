@@ -68,6 +68,7 @@ TIERS = {
     "test_vllm_priority": ("vllm", "process"),
     "test_vllm_tools": ("vllm", "process"),
     "test_vllm_page": ("vllm", "browser", "process", "model"),
+    "test_vllm_window": ("vllm", "process"),
 }
 """Which tier each module's tests belong to; a module not named here is the fast tier."""
 

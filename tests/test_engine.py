@@ -155,7 +155,7 @@ async def test_context_is_learned_when_the_engine_was_down_at_start(sim_url, set
     engine = Engine(build_client(sim_url, None), kind="vllm", model="sim-model")
     sim_reset(sim_url)
     reply = await engine.complete(ASK, s.deep)
-    assert reply.content and engine.context == 32768
+    assert reply.content and engine.window.size == 32768
     assert _requests(sim_url)[0]["max_tokens"] <= 32768 - 10
 
 

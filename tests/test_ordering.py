@@ -63,7 +63,9 @@ def test_the_doctor_looks_again_when_the_probe_could_not_tell_for_a_passing_reas
             return outcomes[len(runs) - 1]
 
     monkeypatch.setattr(doctor, "PriorityProbe", Probe)
-    engine = SimpleNamespace(profile=SimpleNamespace(priority=True), model="tiny", context=None)
+    engine = SimpleNamespace(
+        profile=SimpleNamespace(priority=True), model="tiny", window=SimpleNamespace(size=None)
+    )
     rt = SimpleNamespace(
         engine=engine, settings=SimpleNamespace(api_key=None), base_url="http://engine/v1"
     )

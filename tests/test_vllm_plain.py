@@ -128,7 +128,7 @@ async def test_thinking_streams_reasoning_then_the_answer(server, settings):
         await engine.client.close()
     assert deep.reasoning.startswith(REASONING_START) and deep.content.strip() == ANSWER
     assert deep.finish_reason == "stop" and not deep.unanswered
-    assert engine.context == MAX_MODEL_LEN  # learnt from /v1/models
+    assert engine.window.size == MAX_MODEL_LEN  # learnt from /v1/models
     assert (chat.reasoning, chat.content) == ("", ANSWER)  # enable_thinking false honoured
 
 

@@ -9,6 +9,7 @@ import heapq
 import itertools
 import json
 import logging
+import math
 import re
 from collections import OrderedDict
 from dataclasses import dataclass, field, fields
@@ -23,6 +24,9 @@ class SimConfig:
     model: str = "sim-model"
     kind: str = "vllm"  # "llamacpp": priority is ignored (no rejection), /props reports slots
     max_model_len: int = 32768
+    # how prompts are counted: 0 a token a word (and 4 a message); N a token every N characters,
+    # as a byte-level tokenizer spends one a byte (the real-vLLM tier's tiny model: 1)
+    token_chars: float = 0.0
     slots: int = 4
     priority_policy: bool = False  # like vLLM's --scheduling-policy priority
     # vLLM 0.32 accepts a non-zero priority under FCFS and ignores it; older vLLM rejected it
@@ -103,6 +107,17 @@ def words(text: str) -> int:
     return len(text.split())
 
 
+def prompt_tokens(cfg: SimConfig, body: dict[str, Any]) -> int:
+    """The request's prompt tokens as the simulated engine counts them (`cfg.token_chars`)."""
+    texts = [text_of(m.get("content")) for m in body["messages"]]
+    if cfg.token_chars <= 0:
+        return sum(words(t) + 4 for t in texts)
+    # a byte-level tokenizer: each message's template (role markers, ends of turn) and the
+    # tools declared in the system prompt count like text, and the generation prompt after it
+    size = sum(len(t.encode()) + 12 for t in texts) + len(json.dumps(body.get("tools") or ""))
+    return math.ceil(size / cfg.token_chars) + 8
+
+
 def text_of(content: Any) -> str:
     if isinstance(content, list):  # OpenAI content parts
         return " ".join(p.get("text", "") for p in content if isinstance(p, dict))
@@ -178,9 +193,13 @@ def parse_args(
 PRIORITY_MSG = "Got priority {p} but Priority scheduling is not enabled."
 TOOLS_MSG = '"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set'
 CONTEXT_MSG = (
-    "This model's maximum context length is {n} tokens. However, you requested {r} tokens "
-    "({p} in the messages, {c} in the completion). "
-    "Please reduce the length of the messages or completion."
+    "This model's maximum context length is {n} tokens. However, your prompt contains {q}{p} "
+    "input tokens, which exceeds this limit even without any output tokens. "
+    "Please reduce the length of the input prompt. (parameter=input_tokens, value={p})"
+)
+BUDGET_MSG = (
+    "{param}={c} cannot be greater than max_model_len={n}. Please request fewer output tokens. "
+    "(parameter={param}, value={c})"
 )
 
 
@@ -194,9 +213,15 @@ def refusal(cfg: SimConfig, body: dict[str, Any], priority: int, prompt: int, bu
     auto_tools = body.get("tools") and body.get("tool_choice") in (None, "auto")
     if auto_tools and cfg.kind == "vllm" and not cfg.auto_tool_choice:
         return TOOLS_MSG
-    if prompt + budget > cfg.max_model_len:
-        n = cfg.max_model_len
-        return CONTEXT_MSG.format(n=n, r=prompt + budget, p=prompt, c=budget)
+    # vLLM 0.32: a budget over the window, or a prompt over it, is refused; a prompt that fits
+    # with less room than its budget gets the budget cut to the room (see `SimEngine.plan`)
+    n = cfg.max_model_len
+    if budget > n:
+        param = "max_completion_tokens" if body.get("max_completion_tokens") else "max_tokens"
+        return BUDGET_MSG.format(param=param, c=budget, n=n)
+    if prompt > n:  # it tokenizes no more than one token past the window
+        counted = min(prompt, n + 1)
+        return CONTEXT_MSG.format(n=n, q="at least " if counted == n + 1 else "", p=counted)
     return ""
 
 

@@ -57,6 +57,7 @@ from assistant.devtools.simcore import (  # noqa: F401  (the messages: tests mat
     metrics_text,
     parse_args,
     part,
+    prompt_tokens,
     refusal,
     sse,
     start,
@@ -155,7 +156,7 @@ class SimEngine:
         arg = arg.partition(":")[0]  # a third part is only a tag that keeps counters apart
         arg = arg if arg.isdigit() else ""
         priority = body.get("priority") or 0
-        prompt = sum(words(text_of(m.get("content"))) + 4 for m in body["messages"])
+        prompt = prompt_tokens(self.cfg, body)
         budget = body.get("max_completion_tokens") or body.get("max_tokens") or 0
         if not isinstance(priority, int) or not isinstance(budget, int):
             return await reject(400, "'priority' and 'max_tokens' must be integers.")

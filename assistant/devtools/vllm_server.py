@@ -104,6 +104,7 @@ def run_vllm(
     max_num_seqs: int = 8,
     reasoning_parser: str | None = "qwen3",
     extra: list[str] | tuple[str, ...] = (),
+    max_model_len: int = MAX_MODEL_LEN,
 ) -> Iterator[VllmServer]:
     """Start `vllm serve` on the tiny model with `flags`; stop it (and its workers) after."""
     python = vllm_python()
@@ -121,7 +122,7 @@ def run_vllm(
         "--served-model-name",
         "tiny",
         "--max-model-len",
-        str(MAX_MODEL_LEN),
+        str(max_model_len),
         "--max-num-seqs",
         str(max_num_seqs),
         "--enforce-eager",  # torch.compile doubles the start-up for a model this small

@@ -20,7 +20,7 @@ import httpx
 import openai
 from openai import AsyncOpenAI
 
-from assistant.engine.fold import Fold, folded
+from assistant.engine.fold import collect
 from assistant.engine.profile import (
     PROFILES,
     TOOLS_REFUSED,
@@ -28,7 +28,8 @@ from assistant.engine.profile import (
     priority_rejected,
     tools_refused,
 )
-from assistant.engine.transcript import TranscriptPrompt, estimate_tokens
+from assistant.engine.transcript import TranscriptPrompt
+from assistant.engine.window import ContextRefused, Window
 from assistant.errors import EngineError, EngineUnavailable
 from assistant.records import (
     CRASHED,
@@ -114,8 +115,8 @@ class Engine:
         self.model = model
         self.slots = slots
         """Sequences the engine serves at once, where it reports them."""
-        self.context: int | None = context
-        """The engine's context window in tokens, where it reports it."""
+        self.window = Window(context)
+        """The engine's context window (its size where it reports it): requests fit it."""
         self.transcript = transcript
         """Set for a base model: requests go to /completions as a transcript."""
         self.supervisor = supervisor
@@ -127,6 +128,13 @@ class Engine:
         """False once the engine refused tools: the chat lane stops offering them."""
         self.warnings: list[str] = []
         self._listed = False  # the model list was read (see `_discover_model`)
+
+    def overhead(self, tools: list[dict] | None = None) -> int:
+        """Bytes a request carries besides its messages: tools, a transcript's opening."""
+        extra = len(json.dumps(tools)) if tools and self.tools_ok else 0
+        if self.transcript is not None:
+            extra += len(self.transcript.opening) + len(self.transcript.long_example)
+        return extra
 
     def _warn_once(self, text: str) -> None:
         if text not in self.warnings:
@@ -149,10 +157,9 @@ class Engine:
         what arrived.
         """
         thinking = lane.thinking if thinking is None else thinking
-        budget = self._fit(messages, max_tokens or lane.max_tokens)
         started = False
         deadline = asyncio.get_running_loop().time() + lane.total_timeout_s
-        stream = await self._open(messages, lane, thinking, budget, tools)
+        stream, budget = await self._open(messages, lane, thinking, max_tokens, tools)
         supervisor = self._supervisor(lane)
         generation = supervisor.generation if supervisor else 0
         finish: str | None = None
@@ -161,6 +168,7 @@ class Engine:
         resumed = self.transcript is not None and self.transcript.continues(messages)
         calls: dict[int, dict[str, str]] = {}
         counted = 0  # the engine's running count of tokens, where it sends one per chunk
+        learnt = False  # the engine's count of the prompt, once
         try:
             iterator = stream.__aiter__()
             while True:
@@ -187,6 +195,9 @@ class Engine:
                     finish = CUT  # the connection really broke
                     break
                 usage = getattr(chunk, "usage", None)
+                if not learnt and usage is not None and getattr(usage, "prompt_tokens", None):
+                    learnt = True  # the engine's own count of this prompt: the window learns
+                    self.window.learn(self._weight(messages, tools), usage.prompt_tokens)
                 # tokens in this chunk: one, unless the engine counts them (a batched chunk)
                 each = 1
                 if usage is not None and getattr(usage, "completion_tokens", None):
@@ -259,24 +270,24 @@ class Engine:
         back = await asyncio.to_thread(supervisor.ready.wait, RESTART_WAIT_S)
         return crash.describe() + (" and was restarted" if back else "; it is restarting")
 
-    def _fit(self, messages: list[Message], budget: int) -> int:
-        """Shrink the budget so prompt plus answer fit the context (engines reject more)."""
-        if not self.context:
-            return budget
-        prompt = sum(estimate_tokens(m.content) + 4 for m in messages)
-        if self.transcript is not None:
-            prompt += estimate_tokens(self.transcript.opening + self.transcript.long_example)
-        return max(16, min(budget, self.context - prompt - 64))
+    def _weight(self, messages: list[Message], tools: list[dict] | None) -> int:
+        return self.window.weight(messages, self.overhead(tools))
+
+    def _fit(self, messages: list[Message], budget: int, tools: list[dict] | None) -> int:
+        """The budget, shrunk so prompt plus answer fit the window (engines reject more);
+        ContextFull if the prompt leaves the answer too little."""
+        return self.window.answer(messages, budget, self.overhead(tools))
 
     async def _open(
         self,
         messages: list[Message],
         lane: LaneConfig,
         thinking: bool,
-        budget: int,
+        max_tokens: int | None,
         tools: list[dict] | None,
-    ) -> Any:
-        """Open the stream, retrying connection failures and 429/5xx with backoff (bounded)."""
+    ) -> tuple[Any, int]:
+        """Open the stream, retrying connection failures and 429/5xx with backoff (bounded);
+        with the answer's budget it asked for (fitted to the window)."""
         timeout = httpx.Timeout(
             connect=lane.connect_timeout_s,
             read=lane.read_timeout_s,
@@ -289,9 +300,10 @@ class Engine:
         while True:
             params: dict[str, Any] = {}
             try:
-                if not (lane.model or self.model) or (self.context is None and not self._listed):
+                unsized = self.window.size is None and not self._listed
+                if not (lane.model or self.model) or unsized:
                     await self._discover_model(lane)
-                    budget = self._fit(messages, budget)
+                budget = self._fit(messages, max_tokens or lane.max_tokens, tools)
                 params = self.profile.shape(
                     lane,
                     thinking=thinking,
@@ -310,13 +322,13 @@ class Engine:
                         temperature=self.transcript.temperature(lane.name),
                         stream=True,
                         **params,
-                    )
+                    ), budget
                 return await client.chat.completions.create(
                     model=lane.model or self.model,
                     messages=[{"role": m.role, "content": m.content} for m in messages],
                     stream=True,
                     **params,
-                )
+                ), budget
             except openai.APIStatusError as e:
                 if "priority" in params.get("extra_body", {}) and priority_rejected(e):
                     # concurrent requests may all be rejected before the first one returns
@@ -337,6 +349,10 @@ class Engine:
                     self.tools_ok = False
                     self._warn_once(TOOLS_REFUSED)
                     continue
+                if e.status_code == 400 and self.window.refused(
+                    str(e.message), self._weight(messages, tools)
+                ):
+                    raise ContextRefused(f"the engine refused the request: {e.message}") from e
                 if e.status_code not in _RETRYABLE_STATUS or attempt >= lane.retries:
                     if e.status_code in _RETRYABLE_STATUS:
                         raise EngineUnavailable(
@@ -362,6 +378,13 @@ class Engine:
             log.info("engine request failed; retry %d in %.2fs", attempt, wait)
             await asyncio.sleep(wait)
 
+    async def discover(self, lane: LaneConfig) -> None:
+        """Learn the model and the window before a request is fitted to it, if not yet asked
+        (any failure here is left to the request, which asks again, retries and reports it)."""
+        if not self._listed and (self.model is None or self.window.size is None):
+            with contextlib.suppress(Exception):
+                await self._discover_model(lane)
+
     async def _discover_model(self, lane: LaneConfig) -> None:
         """The engine's first model and its context window, asked once.
 
@@ -375,8 +398,8 @@ class Engine:
             raise EngineError("the engine lists no models; set ASSISTANT_MODEL")
         self.model = self.model or page.data[0].id
         entry = next((m for m in page.data if m.id == (lane.model or self.model)), page.data[0])
-        if self.context is None:
-            self.context = (entry.model_extra or {}).get("max_model_len")  # vLLM reports it
+        if self.window.size is None:
+            self.window.size = (entry.model_extra or {}).get("max_model_len")  # vLLM reports it
 
     async def complete(self, messages: list[Message], lane: LaneConfig, **kw: Any) -> Reply:
         """Run a request to the end and collect it."""
@@ -393,12 +416,3 @@ def _retry_after(e: openai.APIStatusError) -> float | None:
         return min(5.0, max(0.0, float(raw))) if raw else None
     except ValueError:
         return None
-
-
-async def collect(events: AsyncIterator[StreamEvent]) -> Reply:
-    """Run a stream to its end and fold it into a Reply."""
-    fold = Fold()
-    async with contextlib.aclosing(folded(events, fold)) as stream:
-        async for _ in stream:
-            pass
-    return fold.reply

@@ -6,6 +6,7 @@ tool calls are parsed defensively (an engine may send broken JSON arguments).
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import AsyncIterator
 
@@ -78,3 +79,12 @@ def is_delegate(raw: str) -> bool:
     except ValueError:
         return False
     return isinstance(call, dict) and call.get("name") == "delegate"
+
+
+async def collect(events: AsyncIterator[StreamEvent]) -> Reply:
+    """Run a stream to its end and fold it into a Reply."""
+    fold = Fold()
+    async with contextlib.aclosing(folded(events, fold)) as stream:
+        async for _ in stream:
+            pass
+    return fold.reply

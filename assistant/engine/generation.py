@@ -20,6 +20,7 @@ from typing import Any
 from assistant.engine.client import Engine
 from assistant.engine.fold import Fold, folded
 from assistant.engine.lanes import LaneScheduler, Ticket
+from assistant.engine.window import ContextRefused
 from assistant.records import CRASHED, CUT, INTERRUPTED, STALLED, Message, Reply, StreamEvent
 from assistant.settings import LaneConfig
 
@@ -89,6 +90,8 @@ class Generation:
         self.generated = 0
         """Tokens the engine generated for this answer here (its own count where it gave one),
         over every stretch; not those of a saved answer being continued."""
+        self.dropped = 0
+        """Earlier turns the latest request left out to fit the engine's context window."""
 
     @property
     def tokens(self) -> int:
@@ -138,18 +141,38 @@ class Generation:
             self.fold = fold = Fold(self.reply)
             if self.sent_ms is None:
                 self.sent_ms = fold.sent_ms
-            stream = self.engine.stream(self.prompt(self.reply.content), self.lane, **options)
-            events = folded(stream, fold)
-            if PREEMPTED in self.resume_on:
-                events = _until_preempted(events, ticket)
-            try:
-                async with contextlib.aclosing(events) as events:
-                    async for ev in events:
-                        if ev.kind == "finish" and ev.finish_reason == CRASHED:
-                            log.warning("%s: %s; the answer resumes", self.lane.name, ev.text)
-                        yield ev
-            finally:
-                self.generated += fold.tokens
+            refits = 1  # an engine that refuses the fitted request for its length: once more
+            budget = options.get("max_tokens") or self.lane.max_tokens
+            while True:
+                request = await self._fitted(options, budget)
+                events = folded(self.engine.stream(request, self.lane, **options), fold)
+                if PREEMPTED in self.resume_on:
+                    events = _until_preempted(events, ticket)
+                try:
+                    async with contextlib.aclosing(events) as events:
+                        async for ev in events:
+                            if ev.kind == "finish" and ev.finish_reason == CRASHED:
+                                log.warning("%s: %s; the answer resumes", self.lane.name, ev.text)
+                            yield ev
+                except ContextRefused:
+                    if not refits:
+                        raise
+                    refits -= 1
+                    log.info("%s: refused for its length; fitted again", self.lane.name)
+                    continue  # the window learnt the engine's count: a tighter fit
+                finally:
+                    self.generated += fold.tokens
+                return
+
+    async def _fitted(self, options: dict[str, Any], budget: int) -> list[Message]:
+        """The request for the answer so far, fitted to the engine's context window: its oldest
+        turns left out as needed (`dropped` counts them), its budget what is left of `budget`."""
+        await self.engine.discover(self.lane)
+        extra = self.engine.overhead(options.get("tools"))
+        fitted = self.engine.window.fit(self.prompt(self.reply.content), budget, extra)
+        options["max_tokens"] = fitted.max_tokens
+        self.dropped = fitted.dropped
+        return fitted.messages
 
 
 async def _until_preempted(

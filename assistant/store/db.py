@@ -180,6 +180,7 @@ class Store(JobRows):
             "tokens_per_s": result.tokens_per_s,
             "job_id": result.job_id,
             "offer": result.offer,
+            "dropped": result.dropped,
         }
         with self.tx() as db:
             updated = turn_id is not None and (
@@ -269,4 +270,5 @@ def _turn_from_row(r: sqlite3.Row) -> TurnResult:
         tokens_per_s=r["tokens_per_s"],
         turn_id=r["id"],
         offer=r["offer"],
+        dropped=r["dropped"],
     )

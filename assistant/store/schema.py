@@ -111,6 +111,12 @@ def _m5_turn_offers(db: sqlite3.Connection) -> None:
     db.execute("ALTER TABLE turns ADD COLUMN offer TEXT")
 
 
+def _m6_turn_dropped(db: sqlite3.Connection) -> None:
+    """How many earlier turns a turn's request left out to fit the engine's context window, so
+    the conversation says once, also when reopened, that they left the model's view (issue 48)."""
+    db.execute("ALTER TABLE turns ADD COLUMN dropped INTEGER NOT NULL DEFAULT 0")
+
+
 # Append only: a migration, once shipped, never changes. user_version counts those applied.
 MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     _m1_core,
@@ -118,4 +124,5 @@ MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     _m3_conversation_list,
     _m4_job_crashes,
     _m5_turn_offers,
+    _m6_turn_dropped,
 ]

@@ -18,9 +18,9 @@ from assistant.engine.lanes import LaneScheduler
 from assistant.engine.transcript import resumed
 from assistant.errors import AssistantError, BadInput, BudgetExhausted, ended_early
 from assistant.prompting.guard import guarded
+from assistant.prompting.history import carried, out_of_view
 from assistant.prompting.prompt import Prompts, job_status
 from assistant.records import (
-    STOPPED,
     Message,
     Reply,
     RouteDecision,
@@ -92,7 +92,7 @@ class ChatService:
             return list(given)
         if not conversation_id:
             return []
-        return [(u, _as_heard(r)) for u, r in self.store.turns(conversation_id) if _in_history(r)]
+        return carried(self.store.turns(conversation_id))
 
     def conversation(
         self, conversation_id: str | None, given: History = None
@@ -202,6 +202,8 @@ class ChatService:
             async with contextlib.aclosing(run) as events:
                 async for event in events:
                     yield event
+            if result.dropped and history is None and conversation_id:  # said once (the page)
+                result.window_notice = not out_of_view(self.store.turns(conversation_id))
             if result.delegate_requested:  # a yes to the last reply's offer: that task, in full
                 decision = self._offered(decision, text, conversation_id, history)
                 task = (owner, decision.text or text, conversation_id, job_key)
@@ -393,6 +395,7 @@ class ChatService:
         if answer.sent_ms is not None:
             rec.set("llm_total", now_ms() - answer.sent_ms)
         result.tokens = answer.generated
+        result.dropped = answer.dropped
         self.scheduler.record(lane.name, rec.timings.ttft, reply.tokens_per_s)  # type: ignore[arg-type]
 
 
@@ -400,19 +403,3 @@ def raise_for(result: TurnResult) -> None:
     """CLI semantics: an exhausted budget is exit code 3."""
     if result.exhausted:
         raise BudgetExhausted(result.error or EXHAUSTED_MESSAGE)
-
-
-INTERRUPTED_MARK = " [interrupted]"
-"""After a reply the person stopped: the model reads that it was cut, and where."""
-
-
-def _in_history(result: TurnResult) -> bool:
-    """A turn the next prompt carries: answered, or stopped by the person (with what of its
-    reply was heard, perhaps nothing: their words still were said); a failed one is not."""
-    return result.error == STOPPED or (bool(result.reply) and not result.error)
-
-
-def _as_heard(result: TurnResult) -> str:
-    if result.error != STOPPED:
-        return result.reply
-    return (result.reply + INTERRUPTED_MARK).strip()

@@ -31,6 +31,8 @@ log = logging.getLogger(__name__)
 
 UI_EVERY_S = 0.05
 """Text updates are sent to the browser at most this often (audio goes out at once)."""
+WINDOW_NOTICE = "earlier turns are no longer in the model's view (its context window is full)"
+"""Under the conversation's first reply whose request left earlier turns out (stored, shown)."""
 
 
 @dataclass
@@ -61,7 +63,10 @@ def session_of(sessions: Sessions, tab: Tab, owner: str) -> ConversationSession:
 def history_of(turns: list[StoredTurn]) -> list[dict[str, Any]]:
     """A stored conversation as Chatbot messages, exactly as its turns were shown live."""
     history: list[dict[str, Any]] = []
+    said = False  # earlier turns out of the model's view: said at the first turn that left some
     for t in turns:
+        t.result.window_notice = t.result.dropped > 0 and not said
+        said = said or t.result.dropped > 0
         view = TurnView(history, t.user_text)
         if t.source == "voice":
             view.apply(TurnEvent("transcript", text=t.user_text))
@@ -82,6 +87,8 @@ def meta_line(result: TurnResult) -> str:
         parts.append(f"job {result.job_id}")
     if result.offer:  # a "yes" next turn hands this task to the deep lane (issue 30)
         parts.append(f"offer: {result.offer} (say yes to hand it off)")
+    if result.window_notice:  # once per conversation (issue 48)
+        parts.append(WINDOW_NOTICE)
     return "<sub>" + " · ".join(html.escape(str(p)) for p in parts) + "</sub>"
 
 
