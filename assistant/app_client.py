@@ -261,25 +261,24 @@ class RunningApp:
     def chat(
         self,
         text: str,
-        history: list[tuple[str, str]],
         *,
         conversation: str | None,
         deep: bool = False,
         on_text: Callable[[str], None] = lambda _: None,
     ) -> Reply:
-        """One turn, streamed: `on_text` gets the answer as it arrives."""
+        """One turn, streamed: `on_text` gets the answer as it arrives. `conversation`: an
+        id, `latest` (the local user's most recently active one) or None (a new one); the app
+        resolves it and carries its own history of it, as the page's turns do."""
         import httpx
 
-        messages: list[dict[str, str]] = []
-        for asked, answered in history:
-            messages += [{"role": "user", "content": asked},
-                         {"role": "assistant", "content": answered}]  # fmt: skip
-        messages.append({"role": "user", "content": text})
+        messages = [{"role": "user", "content": text}]
         body: dict[str, Any] = {"model": "assistant", "messages": messages, "stream": True,
                                 "stream_options": {"include_usage": True}}  # fmt: skip
         if deep:  # the deep lane in this request, as `chat --deep` runs in-process
             body["reasoning_effort"] = "high"
-        headers = {"x-assistant-conversation": conversation} if conversation else {}
+        headers = {"x-assistant-history": "stored"}
+        if conversation:
+            headers["x-assistant-conversation"] = conversation
         timeout = httpx.Timeout(READ_TIMEOUT_S, connect=PROBE_TIMEOUT_S)
         out = Reply()
         try:

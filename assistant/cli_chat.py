@@ -48,7 +48,7 @@ def chat(args: argparse.Namespace, settings: Settings) -> int:
     from assistant.turns.chat import raise_for
 
     with runtime(settings) as rt:
-        session = rt.sessions.of(LOCAL, _conversation(rt.store, args), strict=True, title=text)
+        session = _session(rt.sessions, args, text)
         cid = session.conversation_id
         result = asyncio.run(session.run(Ask(text=text, force_deep=args.deep, deep_inline=True)))
         if result is None:
@@ -79,38 +79,24 @@ def _checked(text: str, limit: int) -> str:
     return text
 
 
-def _conversation(store: Any, args: argparse.Namespace) -> str | None:
-    """The conversation the turn continues: `--conversation ID` (the local user's), none with
-    `--new`, else the local user's most recently active one (None: there is none yet)."""
+def _session(sessions: Any, args: argparse.Namespace, title: str) -> Any:
+    """The conversation the in-process turn continues, by the registry's rule: `--conversation
+    ID` (the local user's), a new one with `--new`, else the most recently active one."""
     if args.conversation:
-        if store.conversation_owner(args.conversation) != LOCAL:
+        if not sessions.conversations.owned_by(args.conversation, LOCAL):
             raise AssistantError(f"no conversation {args.conversation}")
-        return args.conversation
-    if args.new:
-        return None
-    latest = store.conversations(LOCAL, limit=1)
-    return latest[0].id if latest else None
-
-
-def _history(store: Any, cid: str | None) -> list[tuple[str, str]]:
-    """The exchanges the app's prompt is built from, as the in-process turn reads them."""
-    if cid is None:
-        return []
-    return [(t.user_text, t.result.reply) for t in store.transcript(cid)
-            if t.result.reply and not t.result.error]  # fmt: skip
+        return sessions.of(LOCAL, args.conversation)
+    latest = None if args.new else sessions.latest(LOCAL)
+    return latest or sessions.of(LOCAL, None, title=title)
 
 
 def _chat_through(app: Any, text: str, args: argparse.Namespace, settings: Settings) -> int:
     from assistant.app_client import AppError
     from assistant.errors import BudgetExhausted
-    from assistant.store.db import Store
 
-    store = Store(settings.db_path)
-    try:
-        cid = _conversation(store, args)
-        history = _history(store, cid)
-    finally:
-        store.close()
+    # the app resolves the conversation and carries its own history of it (one rule, one
+    # history: stopped replies as heard, as the page's turns read them)
+    cid = args.conversation or (None if args.new else "latest")
     streamed = not args.json
 
     def show(piece: str) -> None:
@@ -118,7 +104,7 @@ def _chat_through(app: Any, text: str, args: argparse.Namespace, settings: Setti
         sys.stdout.flush()
 
     try:
-        reply = app.chat(text, history, conversation=cid, deep=args.deep,
+        reply = app.chat(text, conversation=cid, deep=args.deep,
                          on_text=show if streamed else lambda _: None)  # fmt: skip
     except AppError as e:
         if e.status == 400:

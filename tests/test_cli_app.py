@@ -150,6 +150,29 @@ def test_chat_continues_the_latest_conversation_and_new_starts_another(app, sim)
     assert unknown.returncode == 1 and "no conversation nope" in unknown.stderr
 
 
+def test_chat_through_the_app_carries_the_apps_own_history(app, sim):
+    """The command line's history is the app's (issue 47): a reply the person stopped is
+    carried as far as it was heard, marked, as the page's next turn carries it; the command
+    line reads no store and builds no history of its own."""
+    from assistant.records import STOPPED, TurnResult
+
+    first = json.loads(cli(app.data_dir, "chat", "--new", "--json", "tell me about otters").stdout)
+    store = Store(app.data_dir / "assistant.db")
+    try:  # the person stopped the next reply while it was being said (as a call stores it)
+        cut = TurnResult("Otters hold hands while they", "chat", "test", None, error=STOPPED)
+        store.add_turn(first["conversation_id"], "and sea otters?", cut, source="voice")
+    finally:
+        store.close()
+    sim_reset(sim)
+    proc = cli(app.data_dir, "chat", "--json", "thanks! what time is it there?")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["conversation_id"] == first["conversation_id"]
+    [request] = chats(sim, "thanks! what time is it there?")
+    sent = json.dumps(request["body"]["messages"])
+    assert "Otters hold hands while they [interrupted]" in sent and "and sea otters?" in sent
+    assert "tell me about otters" in sent
+
+
 def test_chat_deep_runs_on_the_apps_deep_lane(app, sim):
     sim_reset(sim)
     proc = cli(app.data_dir, "chat", "--new", "--deep", "--json", "plan the migration")

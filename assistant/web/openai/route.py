@@ -44,6 +44,7 @@ from assistant.web.openai.threads import THREADS_KEPT, Threads, thread_key  # no
 from assistant.web.openai.wire import (  # noqa: F401  (re-exported)
     CONVERSATION_HEADER,
     EFFORT_LANES,
+    LATEST,
     MAX_BODY_BYTES,
     MAX_MESSAGES,
     MODEL,
@@ -142,15 +143,21 @@ class OpenAIRoute:
             # refused text must not leave an empty conversation behind
             check_text(ask.text, self.settings.max_text_chars)
             # a client's housekeeping is no conversation: it neither starts nor renames one
-            cid = None if ask.chore else self.threads.find(owner, ask.history, ask.conversation)
-            session = self.sessions.none(owner) if cid is None else self.sessions.of(owner, cid)
+            if ask.chore is None and ask.conversation == LATEST:  # the command line's default
+                session = self.sessions.latest(owner) or self.sessions.of(owner, None)
+                cid: str | None = session.conversation_id
+            else:
+                cid = None if ask.chore else self.threads.find(owner, ask.history, ask.conversation)
+                session = self.sessions.none(owner) if cid is None else self.sessions.of(owner, cid)
             turn = Ask(
                 text=ask.text,
                 deep_inline=ask.deep == "inline",
                 follow_job=ask.deep == "follow",
                 housekeeping=ask.chore is not None,
                 decision=ask.decision,
-                history=ask.history,
+                # the app's own history when asked for (the command line: the same prompt as
+                # the page's turns, stopped replies as heard); else the client's messages
+                history=None if ask.stored_history and cid is not None else ask.history,
                 max_tokens=ask.max_tokens,
                 received_ms=received,
                 source="api",
@@ -168,7 +175,7 @@ class OpenAIRoute:
             if decision is None:
                 raise ApiError(500, "the turn ended before it was routed", "server_error")
             if result is not None:
-                if cid is not None:
+                if cid is not None and not ask.stored_history:
                     self.threads.remember(owner, ask.after(result), cid)
                 if result.error and not result.reply:
                     raise result_error(result)
@@ -303,7 +310,7 @@ class OpenAIRoute:
                     yield flush()
                 elif event.kind == "done" and event.result is not None:
                     done = event.result
-                    if cid is not None:
+                    if cid is not None and not ask.stored_history:
                         self.threads.remember(owner, ask.after(done), cid)
                     if done.error and not done.reply:
                         # reasoning may have streamed, but no answer came: an error, not a

@@ -39,6 +39,11 @@ STREAM_EVERY_S = 0.05
 """Streamed deltas are sent at most this often (the page's rate); the first one at once."""
 WAIT_HEADER = "x-assistant-wait"
 CONVERSATION_HEADER = "x-assistant-conversation"
+"""A conversation of the login's by id, or `latest`: its most recently active one."""
+LATEST = "latest"
+HISTORY_HEADER = "x-assistant-history"
+"""`stored`: the turn carries the named conversation's history as the app keeps it (what the
+page's turns read: stopped replies as heard, marked), not the messages before the last."""
 IDEMPOTENCY_HEADER = "idempotency-key"
 MAX_KEY_CHARS = 200
 EFFORT_LANES = {"none": "chat", "minimal": "chat", "low": "chat", "high": "deep"}
@@ -116,6 +121,8 @@ class Completion:
     """`Idempotency-Key`: a job a deep decision hands off is created once per key."""
     chore: Chore | None = None
     """A client's own housekeeping (a title, tags, ...): chat lane, no conversation."""
+    stored_history: bool = False
+    """The app's own history of `conversation` is the turn's (`HISTORY_HEADER`)."""
 
     def after(self, result: TurnResult) -> tuple[tuple[str, str], ...]:
         """The history a client sends next, once it has this turn's reply."""
@@ -236,6 +243,7 @@ def parse(body: Any, headers: dict[str, str], settings: Settings) -> Completion:
         conversation=headers.get(CONVERSATION_HEADER) or None,
         job_key=job_key,
         chore=chore,
+        stored_history=headers.get(HISTORY_HEADER, "").strip().lower() == "stored",
     )
 
 
