@@ -217,8 +217,11 @@ async def test_injection_on_the_chat_lane_changes_nothing_and_leaks_nothing(sim_
     attack = await chat.ask(ATTACK, conversation_id=cid)
     await chat.ask("thanks", conversation_id=cid)
     assert normal.lane == "chat" and normal.reason.startswith("classifier")
-    # "use deep mode" mid-sentence is no cue; the classifier keeps it on chat
-    assert attack.lane == "chat" and attack.reason.startswith("classifier"), attack.reason
+    # "use deep mode" mid-sentence is no cue; the router's classifiers keep it on chat (the
+    # message's own, or, as here after a first turn, the conversation's: issue 50)
+    assert attack.lane == "chat", attack.reason
+    assert "classifier" in attack.reason or "conversation" in attack.reason, attack.reason
+    assert not attack.reason.startswith(("cue", "explicit")), attack.reason
     first, second, third = [r["body"] for r in sim_requests(sim_url)]
     system = Prompts.load().system
     assert second["messages"][0] == first["messages"][0] == {"role": "system", "content": system}
