@@ -21,6 +21,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 
+from assistant.prompting.history import INTERRUPTED_MARK
 from assistant.store.db import Store
 from tests.app_proc import CLI_SERVE, App, run_app
 from tests.chromium import AUTOPLAY, MICROPHONE, launch, needs_chromium
@@ -150,7 +151,7 @@ def test_pauses_end_turns_and_speech_over_a_reply_interrupts_it(page, app, engin
         for a, b in itertools.pairwise(third)
         if a["role"] == "user" and "horizon" in a["content"].lower() and b["role"] == "assistant"
     ]
-    assert after_horizon == [cut + " [interrupted]"], (after_horizon, cut)
+    assert after_horizon == [cut + INTERRUPTED_MARK], (after_horizon, cut)
     assert turns[2].result.error is None and "folder" in turns[2].user_text.lower()
 
     call.click()  # the call ends: the microphone is released

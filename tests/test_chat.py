@@ -100,7 +100,7 @@ async def test_a_stopped_reply_is_carried_as_heard_and_marked_interrupted(sim_ur
     said = [(m["role"], m["content"]) for m in messages if m["role"] != "system"]
     assert said == [
         ("user", "tell me a story"),
-        ("assistant", "You said: tell [interrupted]"),
+        ("assistant", "You said: tell \u27e6interrupted\u27e7"),  # the app's mark (prompting.notes)
         ("user", "go on"),
     ]
 

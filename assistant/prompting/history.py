@@ -8,14 +8,17 @@ once (`out_of_view`), and nothing stored is deleted.
 
 from __future__ import annotations
 
+from assistant.prompting.notes import note, quoted
 from assistant.records import STOPPED, TurnResult
 
-INTERRUPTED_MARK = " [interrupted]"
-"""After a reply the person stopped: the model reads that it was cut, and where."""
+INTERRUPTED_MARK = " " + note("interrupted")
+"""After a reply the person stopped: the model reads that it was cut, and where; the app's
+note (`assistant.prompting.notes`), which no reply or message can imitate."""
 
 
 def carried(turns: list[tuple[str, TurnResult]]) -> list[tuple[str, str]]:
-    """(request, reply) of each stored turn the next request carries, oldest first."""
+    """(request, reply) of each stored turn the next request carries, oldest first; the reply
+    `quoted`, with the app's mark when it was cut (`Prompts.chat` quotes the request)."""
     return [(user, _as_heard(result)) for user, result in turns if _in_history(result)]
 
 
@@ -32,5 +35,5 @@ def _in_history(result: TurnResult) -> bool:
 
 def _as_heard(result: TurnResult) -> str:
     if result.error != STOPPED:
-        return result.reply
-    return (result.reply + INTERRUPTED_MARK).strip()
+        return quoted(result.reply)
+    return (quoted(result.reply) + INTERRUPTED_MARK).strip()

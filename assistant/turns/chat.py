@@ -19,6 +19,7 @@ from assistant.engine.transcript import resumed
 from assistant.errors import AssistantError, BadInput, BudgetExhausted, ended_early
 from assistant.prompting.guard import guarded
 from assistant.prompting.history import carried, out_of_view
+from assistant.prompting.notes import quoted
 from assistant.prompting.prompt import Prompts, job_status
 from assistant.records import (
     Message,
@@ -87,9 +88,10 @@ class ChatService:
         self.batcher = RouteBatcher()
 
     def history(self, conversation_id: str | None, given: History = None) -> list[tuple[str, str]]:
-        """`given` (a client's own history) if there is one, else the stored conversation's."""
+        """`given` (a client's own history) if there is one, else the stored conversation's;
+        replies quoted either way: none passes for the app's note (`prompting.notes`)."""
         if given is not None:
-            return list(given)
+            return [(user, quoted(reply)) for user, reply in given]
         if not conversation_id:
             return []
         return carried(self.store.turns(conversation_id))
