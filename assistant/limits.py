@@ -5,7 +5,7 @@ login (and where it matters, for all logins together), and each refusal names it
 a person (or a client) over it reads which one and what to do; other logins are unaffected.
 
 - calls (`/listen`): `CALLS_PER_LOGIN` (2) per login, `CALLS` (8) in all; the call's
-  message (`turns.calls.Calls`).
+  message (`call.calls.Calls`).
 - `/v1` requests at once: `max_api_per_user` (8), `max_queue` in all; 429
   (`web.openai.route.Admission`).
 - page and Gradio API turns (Gradio events) waiting or running: `max_turns_per_user` (8);

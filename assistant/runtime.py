@@ -10,6 +10,7 @@ from typing import Any
 
 import httpx
 
+from assistant.call.calls import Calls
 from assistant.datadir import make_private_dir
 from assistant.engine.client import Engine, build_client
 from assistant.engine.embedded import (
@@ -31,7 +32,6 @@ from assistant.prompting.prompt import Prompts
 from assistant.session.sessions import Sessions
 from assistant.settings import Settings
 from assistant.store.db import Store
-from assistant.turns.calls import Calls
 from assistant.turns.chat import ChatService
 from assistant.turns.conversations import Conversations
 from assistant.turns.pipeline import Pipeline

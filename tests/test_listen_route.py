@@ -1,6 +1,6 @@
 """`/listen` bounds its calls: per login and in all, a refused call says why, and a socket
 that sends nothing is dropped. Starlette's test client on the real route (no login: "local"),
-each call a real `VoiceSession` on a runtime that is never asked for a turn (only silence is
+each call a real `Call` on a runtime that is never asked for a turn (only silence is
 sent)."""
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from fastapi import FastAPI
 from starlette.testclient import TestClient
 from starlette.websockets import WebSocketDisconnect
 
+from assistant.call.calls import Calls
 from assistant.settings import Settings
-from assistant.turns.calls import Calls
 from assistant.web import call as listen_route
 from assistant.web.call import add_listen_route
 
@@ -116,7 +116,7 @@ def test_the_calls_path_loads_no_gradio():
     import sys
 
     code = (
-        "import sys, assistant.web.call, assistant.turns.session, "
+        "import sys, assistant.web.call, assistant.call.call, "
         "assistant.speech.models; print('gradio' in sys.modules)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

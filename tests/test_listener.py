@@ -418,8 +418,8 @@ def test_the_live_voice_bench_times_each_heard_turn_from_the_last_word(stt, tmp_
 
     class Sessions:  # the bench's conversation's session, over the fake turns
         def of(self, owner, cid):
+            from assistant.call.calls import Calls
             from assistant.session import Session
-            from assistant.turns.calls import Calls
 
             return Session(owner, cid, Turns(), Calls())  # type: ignore[arg-type]
 

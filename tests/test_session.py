@@ -11,12 +11,12 @@ import struct
 import numpy as np
 import soundfile as sf
 
+from assistant.call.call import Call
 from assistant.records import AudioChunk, RouteDecision, TurnEvent, TurnResult, now_ms
 from assistant.settings import Settings
 from assistant.speech.listener import Heard, Listener
 from assistant.speech.stt import load_stt
 from assistant.speech.turn_end import load_turn_end
-from assistant.turns.session import VoiceSession
 from tests.conftest import AUDIO
 
 
@@ -97,12 +97,12 @@ def session(turns, page, lane="chat", listener=None):
     async def tts():
         return object()
 
+    from assistant.call.calls import Calls
     from assistant.session import Session
-    from assistant.turns.calls import Calls
 
     turns.lane = lane
     conversation = Session("local", "c1", turns, Calls())
-    return VoiceSession(
+    return Call(
         listener or QuietListener(), lambda: conversation, owner="local",
         tts=tts, send_json=page.json, send_bytes=page.bytes,
     )  # fmt: skip
@@ -338,7 +338,7 @@ def test_a_question_typed_during_the_call_is_answered_in_it_and_stops_the_reply_
 
 
 def test_a_job_notice_is_said_in_the_call_once_it_is_quiet_and_never_stored():
-    from assistant.turns.calls import Calls
+    from assistant.call.calls import Calls
 
     async def run():
         turns, page = Turns(words=6, word_s=0.05), Page()
@@ -389,8 +389,8 @@ def page_sessions(turns, calls):
 
 
 def test_the_page_hands_a_typed_question_to_the_open_call_and_runs_none_itself():
+    from assistant.call.calls import Calls
     from assistant.settings import Settings
-    from assistant.turns.calls import Calls
     from assistant.web.page.turns import Tab
     from assistant.web.page.turns import Turns as PageTurns
 
@@ -421,8 +421,8 @@ def test_push_to_talk_during_a_call_is_a_turn_of_the_call_and_the_page_plays_not
     """A recording made with push-to-talk while a call is open is heard, then answered in the
     call (aloud, by the call), never by the page beside it: its audio would reach the call's
     microphone and be heard as the person."""
+    from assistant.call.calls import Calls
     from assistant.records import Transcript
-    from assistant.turns.calls import Calls
     from assistant.web.page.turns import Tab
     from assistant.web.page.turns import Turns as PageTurns
 
@@ -568,7 +568,7 @@ def test_a_logout_reaches_the_call_as_an_event_and_ends_it():
     """Logout is an event of the call (`Calls.logout`, told by the edge when Gradio has ended
     the login's sessions): the reply stops, kept as heard, and the call ends with the reason;
     another login's call goes on. No poll of the login is involved."""
-    from assistant.turns.calls import Calls
+    from assistant.call.calls import Calls
 
     async def run():
         turns, page = Turns(words=40, word_s=0.05), Page()

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
+from assistant.call.calls import Calls
 from assistant.errors import BadInput
 from assistant.records import RouteDecision, TurnEvent, TurnResult
 from assistant.session import Ask, Session, Sessions
 from assistant.store.db import Store
-from assistant.turns.calls import Calls
 from assistant.turns.conversations import Conversations
 from tests.test_layout import _imports, _modules
 

@@ -1,7 +1,7 @@
 """A call's turn-taking, as one table: the call's state and an event -> the actions, in order,
 and the state the call is in after them.
 
-Pure: no asyncio, no I/O, no clock. The call session (`assistant.turns.session`) builds a
+Pure: no asyncio, no I/O, no clock. The call session (`assistant.call.call`) builds a
 `CallState` from what it knows, asks `decide`, and carries the actions out; everything a
 person can see or hear of whose turn it is follows from a row below, and each row has a test
 (`tests/test_turn_taking.py`). The races fixed so far are rows, named where they are:

@@ -75,9 +75,9 @@ LIVE_TARGET_P95_MS = 1500.0
 async def _live(rt: Any, stt: Any, tts: Any, path: Path) -> list[dict[str, float]]:
     """Play one recording in real time into a call (the listener, the turn-end model and
     the voice session, as the page's call runs); the timings of every turn it stored."""
+    from assistant.call.call import Call
     from assistant.speech.listener import Listener
     from assistant.speech.turn_end import load_turn_end
-    from assistant.turns.session import VoiceSession
 
     samples = await asyncio.to_thread(load_audio, path, max_bytes=10**9, max_seconds=600)
     pcm = (np.clip(samples, -1, 1) * 32767).astype("<i2").tobytes()
@@ -93,7 +93,7 @@ async def _live(rt: Any, stt: Any, tts: Any, path: Path) -> list[dict[str, float
         return tts
 
     conversation = rt.sessions.of("bench-live", cid)
-    session = VoiceSession(
+    session = Call(
         listener, lambda: conversation, owner="bench-live", tts=voice,
         send_json=nothing, send_bytes=nothing,
         on_done=lambda result: done.append(result.timings.as_dict()),

@@ -12,7 +12,7 @@ import asyncio
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from assistant.turns.calls import Calls
+from assistant.call.calls import Calls
 
 if TYPE_CHECKING:
     from assistant.jobs import JobQueue

@@ -16,13 +16,13 @@ import dataclasses
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
+from assistant.call.calls import Calls
 from assistant.records import RouteDecision, TurnEvent
-from assistant.turns.calls import Calls
 from assistant.turns.pipeline import Pipeline, TurnRequest
 from assistant.turns.stream import cancel_all
 
 if TYPE_CHECKING:
-    from assistant.turns.session import VoiceSession
+    from assistant.call.call import Call
 
 _END = object()
 
@@ -40,7 +40,7 @@ class Session:
         """Why the latest turn was stopped from outside (None: it was not)."""
 
     @property
-    def call(self) -> VoiceSession | None:
+    def call(self) -> Call | None:
         """The login's call, if one is open: the one on this conversation, else the newest
         (a call hears the person wherever the page is; what it answers must not play beside
         it)."""

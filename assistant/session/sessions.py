@@ -10,9 +10,9 @@ from __future__ import annotations
 import weakref
 from collections.abc import Callable
 
+from assistant.call.calls import Calls
 from assistant.errors import BadInput
 from assistant.session.session import Session
-from assistant.turns.calls import Calls
 from assistant.turns.conversations import Conversations
 from assistant.turns.pipeline import Pipeline
 

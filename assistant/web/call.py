@@ -4,14 +4,14 @@ Why a WebSocket and not Gradio's streaming `gr.Audio`: Gradio sends a streamed m
 as one queued event per chunk (an HTTP POST, a queue slot and a JSON round trip, 4 to 10 times
 a second per listener), which costs the app CPU per chunk and cannot push "speech started"
 back to the page the moment it happens (barge-in). Here the page's AudioWorklet sends raw
-16 kHz PCM frames, and each call is a `VoiceSession` (`assistant.turns.session`) that runs
+16 kHz PCM frames, and each call is a `Call` (`assistant.call.call`) that runs
 its own turns and answers with small JSON messages and the reply's audio (the session's
 docstring lists them). The page sends {"stop": true} for its Stop button, and
 {"played": utterance, "ms": n, "interrupted": bool} when a reply's audio stops playing (it ran
 out, or a barge-in stopped it: `turns.playback`). Closing the socket
 (the call ended, the tab closed) drops the session, its listener and its audio.
 
-Calls are bounded (issue 19, `assistant.turns.calls`): a few open at once per login and in
+Calls are bounded (issue 19, `assistant.call.calls`): a few open at once per login and in
 all; a refused call is told why before the socket closes (code 4429). A socket
 that sends nothing for `IDLE_S` is dropped (the page sends audio ten times a second, so
 silence on the wire means the page is gone or stuck, not that the person is quiet), and so is
@@ -163,7 +163,7 @@ async def read_call(ws: WebSocket, inbox: asyncio.Queue[Inbound], out: CallSocke
 
 
 def add_listen_route(app: Any, rt: Runtime, speech: SpeechModels) -> None:
-    """`/listen` on `app`: each call a `VoiceSession` on the runtime `rt`'s turns."""
+    """`/listen` on `app`: each call a `Call` on the runtime `rt`'s turns."""
     from assistant.speech.listener import ListenConfig, Listener, StreamingVad
 
     settings = rt.settings
@@ -214,7 +214,7 @@ def add_listen_route(app: Any, rt: Runtime, speech: SpeechModels) -> None:
     async def _session_call(
         out: CallSocket, owner: str, listener: Any, inbox: asyncio.Queue[Inbound]
     ) -> None:
-        from assistant.turns.session import VoiceSession
+        from assistant.call.call import Call
 
         def session() -> Any:  # the conversation the login has open, asked at each turn
             return rt.sessions.saved(owner)
@@ -245,7 +245,7 @@ def add_listen_route(app: Any, rt: Runtime, speech: SpeechModels) -> None:
                 await out.ws.close(code=code, reason=why)
             inbox.put_nowait(None)
 
-        session = VoiceSession(
+        session = Call(
             listener, session, owner=owner, tts=tts,
             send_json=send_json, send_bytes=send_bytes, end_call=end,
         )  # fmt: skip

@@ -21,7 +21,7 @@ from assistant.settings import Settings
 from assistant.speech.tts import MAX_RATE, MIN_RATE, voice_choices
 from assistant.turns.conversations import UNTITLED, Conversations
 from assistant.web.edge.identity import owner_of
-from assistant.web.page.turns import Session, history_of
+from assistant.web.page.turns import Tab, history_of
 
 # a phone-width sidebar covers the whole page: close it at start and once a conversation is
 # picked there, so the conversation itself comes first
@@ -87,65 +87,65 @@ class Library:
         self.settings = settings
         self.exports = Path(tempfile.mkdtemp(prefix="assistant-conversations-"))
 
-    def reopen(self, session: Session, request: gr.Request) -> tuple[Any, ...]:
+    def reopen(self, tab: Tab, request: gr.Request) -> tuple[Any, ...]:
         """Page load: reopen the conversation this login was in."""
         owner = owner_of(self.settings, request)
         cid = self.conversations.prefs(owner).get("conversation")
         turns = self.conversations.turns(cid, owner) if isinstance(cid, str) else None
-        session.owner = owner
-        session.conversation_id = cid if turns is not None else None
-        return self._view(session, owner, history_of(turns or []))
+        tab.owner = owner
+        tab.conversation_id = cid if turns is not None else None
+        return self._view(tab, owner, history_of(turns or []))
 
-    def open(self, cid: str | None, session: Session, request: gr.Request) -> tuple[Any, ...]:
+    def open(self, cid: str | None, tab: Tab, request: gr.Request) -> tuple[Any, ...]:
         """A click in the list."""
         owner = owner_of(self.settings, request)
         turns = self.conversations.turns(cid, owner) if isinstance(cid, str) else None
         if turns is None:
             gr.Warning("That conversation is gone (deleted in another tab?).")
-            return self._view(session, owner, gr.skip())
-        session.owner, session.conversation_id = owner, cid
+            return self._view(tab, owner, gr.skip())
+        tab.owner, tab.conversation_id = owner, cid
         self.conversations.remember(owner, conversation=cid)
-        return self._view(session, owner, history_of(turns))
+        return self._view(tab, owner, history_of(turns))
 
-    def new(self, session: Session, request: gr.Request) -> tuple[Any, ...]:
+    def new(self, tab: Tab, request: gr.Request) -> tuple[Any, ...]:
         """An empty chat; the conversation is stored with its first turn."""
         owner = owner_of(self.settings, request)
-        session.owner, session.conversation_id = owner, None
+        tab.owner, tab.conversation_id = owner, None
         self.conversations.remember(owner, conversation=None)
-        return self._view(session, owner, [])
+        return self._view(tab, owner, [])
 
-    def after_turn(self, session: Session, request: gr.Request) -> tuple[Any, ...]:
+    def after_turn(self, tab: Tab, request: gr.Request) -> tuple[Any, ...]:
         """After a turn: the list (a new conversation appears, titled), title and export."""
         owner = owner_of(self.settings, request)
-        return self._view(session, owner, gr.skip())[1:4]
+        return self._view(tab, owner, gr.skip())[1:4]
 
-    def rename(self, title: str, session: Session, request: gr.Request) -> tuple[Any, ...]:
+    def rename(self, title: str, tab: Tab, request: gr.Request) -> tuple[Any, ...]:
         owner = owner_of(self.settings, request)
-        cid = session.conversation_id
+        cid = tab.conversation_id
         if not cid or not self.conversations.rename(cid, owner, title or ""):
             gr.Warning("Open a conversation and give it a title first.")
-        return self._view(session, owner, gr.skip())[1:4]
+        return self._view(tab, owner, gr.skip())[1:4]
 
-    def ask_delete(self, session: Session, request: gr.Request) -> Any:
+    def ask_delete(self, tab: Tab, request: gr.Request) -> Any:
         owner = owner_of(self.settings, request)
-        cid = session.conversation_id
+        cid = tab.conversation_id
         if not cid or self.conversations.get(cid, owner) is None:
             gr.Warning("Open a conversation to delete first.")
             return gr.Row(visible=False)
         return gr.Row(visible=True)
 
-    def delete(self, session: Session, request: gr.Request) -> tuple[Any, ...]:
+    def delete(self, tab: Tab, request: gr.Request) -> tuple[Any, ...]:
         owner = owner_of(self.settings, request)
-        cid = session.conversation_id
+        cid = tab.conversation_id
         if cid and self.conversations.delete(cid, owner):
             gr.Info("Conversation deleted.")
-        session.conversation_id = None
+        tab.conversation_id = None
         self.conversations.remember(owner, conversation=None)
-        return self._view(session, owner, [])
+        return self._view(tab, owner, [])
 
-    def _view(self, session: Session, owner: str, history: Any) -> tuple[Any, ...]:
+    def _view(self, tab: Tab, owner: str, history: Any) -> tuple[Any, ...]:
         listed = self.conversations.listed(owner)
-        cid = session.conversation_id
+        cid = tab.conversation_id
         current = next((c for c in listed if c.id == cid), None)
         choices = [(label(c), c.id) for c in listed]
         return (

@@ -1,6 +1,6 @@
 // The call: the microphone streams to /listen, where a voice session on the server hears the
 // audio, decides when the person finished, runs the turn and sends its reply audio back on
-// the same socket (see listen_route.py and turns/session.py). This script only shows the
+// the same socket (see listen_route.py and call/call.py). This script only shows the
 // session's state and plays what it sends: it starts no turn and reads nothing off the page.
 // It tells the session how much of each reply it played ({played, ms, interrupted}), when the
 // audio ran out and when a barge-in stopped it: what the person heard is what is kept.

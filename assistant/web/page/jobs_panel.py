@@ -19,6 +19,7 @@ from typing import Any
 
 import gradio as gr
 
+from assistant.call.calls import Calls
 from assistant.datadir import write_private
 from assistant.errors import AssistantError
 from assistant.jobs import JobQueue
@@ -27,9 +28,8 @@ from assistant.session.notices import Notices
 from assistant.settings import Settings
 from assistant.speech.audio import wav_bytes
 from assistant.speech.pools import speech_pools
-from assistant.turns.calls import Calls
 from assistant.web.edge.identity import owner_of
-from assistant.web.page.turns import Session, SpeechModels, voice_of
+from assistant.web.page.turns import SpeechModels, Tab, voice_of
 
 HEADERS = ["id", "state", "elapsed", "tokens", "task"]
 # wide enough at desk widths that no header or value breaks inside a word; the task takes the
@@ -205,23 +205,23 @@ class Jobs:
         gr.Info(f"job {job.id} queued again with a budget of {job.budget} tokens")
 
     async def notices(
-        self, history: list[dict[str, Any]], session: Session, speak: bool, request: gr.Request
+        self, history: list[dict[str, Any]], tab: Tab, speak: bool, request: gr.Request
     ) -> tuple[Any, Any]:
         """Timer tick: a notice in the chat for each of this user's jobs that ended."""
         # the chat value this tick carries was read when it fired; a turn that ends while
         # the notice is being spoken makes it stale, and writing it back would drop the
         # turn's reply. Then the notices wait for the next tick (or the next turn's end).
-        turns = session.turns_ended
+        turns = tab.turns_ended
         owner = owner_of(self.settings, request)
-        delivered = await self.notices_of.deliver(owner, session.conversation_id)
-        session.pending += [{"role": "assistant", "content": t} for t in delivered.shown]
+        delivered = await self.notices_of.deliver(owner, tab.conversation_id)
+        tab.pending += [{"role": "assistant", "content": t} for t in delivered.shown]
         said = delivered.to_say
         audio = await self._say(said, owner) if speak and said else None
-        stale = session.busy or session.turns_ended != turns
-        if stale or not session.pending:
+        stale = tab.busy or tab.turns_ended != turns
+        if stale or not tab.pending:
             # a running turn appends the pending notices when it ends
             return gr.skip(), audio if audio else gr.skip()
-        messages, session.pending = list(session.pending), []
+        messages, tab.pending = list(tab.pending), []
         return [*(history or []), *messages], audio if audio else gr.skip()
 
     async def _say(self, text: str, owner: str) -> bytes | None:

@@ -19,8 +19,7 @@ import gradio as gr
 
 from assistant.errors import AssistantError
 from assistant.records import STAGES, StoredTurn, TurnEvent, TurnResult, now_ms
-from assistant.session import Ask, Sessions
-from assistant.session import Session as ConversationSession
+from assistant.session import Ask, Session, Sessions
 from assistant.settings import Settings
 from assistant.speech.audio import wav_bytes
 from assistant.speech.models import SpeechModels
@@ -47,11 +46,7 @@ class Tab:
     pending: list[dict[str, Any]] = field(default_factory=list)
 
 
-Session = Tab
-"""The tab's old name, still used by the panels."""
-
-
-def session_of(sessions: Sessions, tab: Tab, owner: str) -> ConversationSession:
+def session_of(sessions: Sessions, tab: Tab, owner: str) -> Session:
     """The tab's conversation's session: started on its first turn (and again if the login
     changed, or it was deleted meanwhile); the login reopens it after a reload."""
     cid = tab.conversation_id if tab.owner == owner else None

@@ -40,7 +40,7 @@ PLAYBACK_SLACK_MS = 300.0
 """After the last audio is due to end on the page, the echo guard stays on this long."""
 
 
-class VoiceSession:
+class Call:
     """The call of one page. `run` until the socket closes; `close` cancels what runs."""
 
     def __init__(

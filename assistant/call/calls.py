@@ -1,6 +1,6 @@
 """The calls that are open: admission per login and in all, and each login's call sessions.
 
-A call is a `VoiceSession` (`assistant.turns.session`). Whatever else of the person's reaches
+A call is a `Call` (`assistant.call.call`). Whatever else of the person's reaches
 the app while a call is open goes through it, so it is heard in the call: a typed question is
 answered there (spoken), and a job's notice is said there, not played by the page beside it
 (where the call's microphone would hear it as the person speaking).
@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from assistant.turns.session import VoiceSession
+    from assistant.call.call import Call
 
 from assistant import limits
 
@@ -26,7 +26,7 @@ class Calls:
         self.per_login, self.total = per_login, total
         self._count = limits.calls(per_login, total)
         self.open: dict[str, int] = self._count.open
-        self._sessions: dict[str, list[VoiceSession]] = {}
+        self._sessions: dict[str, list[Call]] = {}
 
     def admit(self, owner: str) -> str | None:
         """None: admitted (call `leave` at the end); else why not."""
@@ -35,18 +35,18 @@ class Calls:
     def leave(self, owner: str) -> None:
         self._count.leave(owner)
 
-    def join(self, session: VoiceSession) -> None:
+    def join(self, session: Call) -> None:
         """`session` is the owner's call until `part`."""
         self._sessions.setdefault(session.owner, []).append(session)
 
-    def part(self, session: VoiceSession) -> None:
+    def part(self, session: Call) -> None:
         sessions = self._sessions.get(session.owner, [])
         if session in sessions:
             sessions.remove(session)
         if not sessions:
             self._sessions.pop(session.owner, None)
 
-    def of(self, owner: str, conversation_id: str | None = None) -> VoiceSession | None:
+    def of(self, owner: str, conversation_id: str | None = None) -> Call | None:
         """The owner's call, if one is open: the one on `conversation_id` if there is one,
         else the newest."""
         sessions = self._sessions.get(owner, [])
@@ -60,7 +60,7 @@ class Calls:
         for session in list(self._sessions.get(owner, [])):
             await session.logout()
 
-    def on(self, owner: str, conversation_id: str | None) -> VoiceSession | None:
+    def on(self, owner: str, conversation_id: str | None) -> Call | None:
         """The owner's call whose turns are in `conversation_id`, and no other: Stop in one
         conversation never stops a call answering in another (a phone beside a desktop tab)."""
         if conversation_id is None:
