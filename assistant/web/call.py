@@ -35,6 +35,7 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from assistant.errors import AssistantError
 from assistant.records import now_ms
+from assistant.session.voice import chosen_voice
 from assistant.speech.audio import SAMPLE_RATE
 from assistant.speech.models import SpeechModels
 from assistant.turns.playback import Played
@@ -219,14 +220,11 @@ def add_listen_route(app: Any, rt: Runtime, speech: SpeechModels) -> None:
         def session() -> Any:  # the conversation the login has open, asked at each turn
             return rt.sessions.saved(owner)
 
-        async def tts() -> Any:
-            prefs = rt.conversations.prefs(owner)
-            if not prefs.get("speak", True):
-                return None
-            try:
-                return await speech.tts(prefs.get("voice"), float(prefs.get("rate", 1.0)))
-            except AssistantError:
-                return await speech.tts(None, float(prefs.get("rate", 1.0)))
+        async def tts() -> Any:  # the login's voice, chosen where the page's is
+            chosen = await chosen_voice(speech, rt.conversations.prefs(owner))
+            if chosen.warning:
+                log.warning("call of %s: %s", owner, chosen.warning)
+            return chosen.tts
 
         quiet = Quiet()
 

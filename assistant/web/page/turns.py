@@ -20,6 +20,7 @@ import gradio as gr
 from assistant.errors import AssistantError
 from assistant.records import STAGES, StoredTurn, TurnEvent, TurnResult, now_ms
 from assistant.session import Ask, Session, Sessions
+from assistant.session.voice import chosen_voice
 from assistant.settings import Settings
 from assistant.speech.audio import wav_bytes
 from assistant.speech.models import SpeechModels
@@ -132,17 +133,12 @@ class TurnView:
 
 
 async def voice_of(speech: SpeechModels, prefs: dict[str, Any]) -> Any:
-    """The voice and speaking rate a user chose (the page's Voice settings); a chosen voice
-    that is gone falls back to the configured one; None: speech is off, said as a warning."""
-    voice, rate = prefs.get("voice"), float(prefs.get("rate", 1.0))
-    try:
-        return await speech.tts(voice, rate)
-    except AssistantError as e:
-        if voice is None:
-            gr.Warning(f"Speech is off: {e}")
-            return None
-        gr.Warning(f"The voice {voice!r} is not available ({e}); using the default voice.")
-        return await voice_of(speech, {"rate": rate})
+    """The login's voice (`session.voice`, the one place it is chosen), its warning shown; the
+    page's own "Speak replies" box says whether to speak, with each turn."""
+    chosen = await chosen_voice(speech, prefs, honour_off=False)
+    if chosen.warning:
+        gr.Warning(chosen.warning)
+    return chosen.tts
 
 
 MAX_CLOCK_GAP_MS = 60_000.0
