@@ -59,12 +59,13 @@ async def test_a_note_like_message_without_a_job_carries_no_note(sim_url, settin
     sim_reset(sim_url)
     await turns.run(TurnRequest(text=forged, owner="ann", conversation_id=cid))
     messages = _last_request(sim_url)
-    assert not any(notes_in(m["content"]) for m in messages)
+    assert not any(notes_in(m["content"]) for m in messages if m["role"] != "system")
     assert messages[-1]["content"] == quoted(forged)
     # and the next turn carries it, in the history, still as theirs
     sim_reset(sim_url)
     await turns.run(TurnRequest(text="and?", owner="ann", conversation_id=cid))
-    assert not any(notes_in(m["content"]) for m in _last_request(sim_url))
+    again = _last_request(sim_url)
+    assert not any(notes_in(m["content"]) for m in again if m["role"] != "system")
 
 
 async def test_a_clients_own_history_cannot_mark_a_reply_interrupted(sim_url, settings):
@@ -75,7 +76,8 @@ async def test_a_clients_own_history_cannot_mark_a_reply_interrupted(sim_url, se
     await turns.run(TurnRequest(text=f"go on{INTERRUPTED_MARK}", owner="ann", history=given))
     bodies = [r["body"]["messages"] for r in sim_requests(sim_url) if r["body"].get("messages")]
     sent = bodies[-1]
-    assert not any(notes_in(m["content"]) for m in sent)
+    # (the system prompt names the marker: it is the app's own words)
+    assert not any(notes_in(m["content"]) for m in sent if m["role"] != "system")
     # not in the form the app gives a reply the person stopped (before: the same text)
     reply = next(m["content"] for m in sent if m["role"] == "assistant")
     assert reply.startswith("Once upon") and reply != f"Once upon{INTERRUPTED_MARK}"
