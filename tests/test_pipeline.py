@@ -9,6 +9,7 @@ import time
 from dataclasses import replace
 
 import numpy as np
+import pytest
 
 from assistant.engine.lanes import LaneScheduler
 from assistant.jobs import JobQueue
@@ -205,3 +206,31 @@ async def test_a_stopped_turn_is_kept_with_what_had_arrived(settings):
     assert user == "tell me a long story" and stored.reply.startswith("w0 w1")
     assert stored.incomplete and stored.error and "stopped" in stored.error
     assert stored.finish_reason == "interrupted" and stored.lane == "chat"
+
+
+@pytest.mark.parametrize("stop_at", ["waiting", "audio"])
+async def test_a_hand_off_stopped_at_any_moment_stays_linked_to_its_job(settings, stop_at):
+    # issue 48 item 4: Stop while the hand-off is said kept a deep turn with no job id, and
+    # the conversation lost the job that ran on to done
+    pipeline, store = _pipeline(settings)
+    cid = store.new_conversation("ann")
+    request = TurnRequest(
+        text="plan a trip", owner="ann", conversation_id=cid, speak=True, force_deep=True
+    )
+    stream = pipeline.stream(request, tts=TTS())
+    async for event in stream:
+        assert event.kind != "done"
+        if event.kind == stop_at:
+            break
+    await stream.aclose()
+    ((user, stored),) = store.turns(cid)
+    assert user == "plan a trip" and stored.lane == "deep" and "stopped" in stored.error
+    job = store.job(stored.job_id or "")
+    assert job is not None and job.state == "queued"
+    assert store.conversation_job(cid).id == job.id
+    # the job runs on; its result reaches the conversation as when the hand-off was heard
+    claimed = store.claim_job("w", 60.0, job_id=job.id)
+    assert claimed is not None
+    store.finish_job(job.id, "w", "done", result="# Trip plan\n\nDay one: Lisbon.")
+    assert "Trip plan" in pipeline.chat.jobs_note("ann", cid)
+    assert [j.id for j in pipeline.chat.jobs.take_ended("ann")] == [job.id]

@@ -194,6 +194,8 @@ class ChatService:
                     yield event
         elif decision.lane == "deep" and not deep_inline and self.jobs is not None:
             result = self._delegate(owner, decision, text, conversation_id, job_key)
+            # the job exists: a turn stopped during its hand-off is still linked to it
+            yield TurnEvent("waiting", text=result.job_id or "")
         else:
             lane = self.settings.deep if decision.lane == "deep" else self.settings.chat
             result = TurnResult("", decision.lane, decision.reason, None)
@@ -222,6 +224,7 @@ class ChatService:
             elif result.delegate_requested and self.jobs is not None:
                 handoff = self._delegate(owner, decision, text, conversation_id, job_key)
                 result.job_id, result.reason = handoff.job_id, "model asked to delegate"
+                yield TurnEvent("waiting", text=handoff.job_id or "")
                 result.lane = "deep"
                 result.reply = (result.reply.strip() + "\n\n" + handoff.reply).strip()
         yield TurnEvent("done", result=result)

@@ -231,6 +231,9 @@ class _Partial:
     decision: RouteDecision | None = None
     reply: str = ""
     reasoning: str = ""
+    job_id: str | None = None
+    """The job the turn handed off or follows, once it exists ("waiting"): a turn stopped
+    during its hand-off stays linked to the job, which runs on."""
 
     def add(self, event: TurnEvent) -> None:
         if event.kind == "route" and event.decision is not None:
@@ -239,6 +242,8 @@ class _Partial:
             self.reply += event.text
         elif event.kind == "reasoning":
             self.reasoning += event.text
+        elif event.kind == "waiting" and event.text:
+            self.job_id = event.text
 
     def stopped(self, error: str) -> TurnResult:
         assert self.decision is not None
@@ -250,4 +255,5 @@ class _Partial:
             reasoning=self.reasoning,
             error=error,
             incomplete=True,
+            job_id=self.job_id,
         )
