@@ -154,6 +154,7 @@ def test_chat_through_the_app_carries_the_apps_own_history(app, sim):
     """The command line's history is the app's (issue 47): a reply the person stopped is
     carried as far as it was heard, marked, as the page's next turn carries it; the command
     line reads no store and builds no history of its own."""
+    from assistant.prompting.history import INTERRUPTED_MARK
     from assistant.records import STOPPED, TurnResult
 
     first = json.loads(cli(app.data_dir, "chat", "--new", "--json", "tell me about otters").stdout)
@@ -169,7 +170,8 @@ def test_chat_through_the_app_carries_the_apps_own_history(app, sim):
     assert json.loads(proc.stdout)["conversation_id"] == first["conversation_id"]
     [request] = chats(sim, "thanks! what time is it there?")
     sent = json.dumps(request["body"]["messages"])
-    assert "Otters hold hands while they [interrupted]" in sent and "and sea otters?" in sent
+    heard = json.dumps("Otters hold hands while they" + INTERRUPTED_MARK)[1:-1]
+    assert heard in sent and "and sea otters?" in sent
     assert "tell me about otters" in sent
 
 
