@@ -113,12 +113,11 @@ async def test_stream_cut_mid_answer_keeps_partial(sim_url, settings):
 
 async def test_stalled_stream_hits_the_read_deadline(sim_url, settings):
     s = sim_settings(settings, sim_url, read_s=2.0)
-    start = time.monotonic()
     reply = await sim_engine(sim_url, fault="stall:3").complete(ASK, s.chat)
-    elapsed = time.monotonic() - start
+    # STALLED is the read deadline firing (a stall that ended by itself would finish
+    # otherwise): no endless hang
     assert reply.finish_reason == STALLED and reply.incomplete
     assert reply.content  # the three tokens before the stall
-    assert elapsed < 30  # a deadline fired: no endless hang
 
 
 async def test_hang_before_headers_is_bounded(sim_url, settings):
