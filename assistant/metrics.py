@@ -69,6 +69,7 @@ class AppMetrics:
         self,
         depth: Callable[[], dict[str, int]],
         job_counts: Callable[[], dict[str, int]],
+        speech_calls: Callable[[], int] = lambda: 0,
     ):
         self.registry = CollectorRegistry()
         self.latency = Histogram(
@@ -84,7 +85,7 @@ class AppMetrics:
             buckets=BUCKETS_S,
             registry=self.registry,
         )
-        self.registry.register(_Live(depth, job_counts))
+        self.registry.register(_Live(depth, job_counts, speech_calls))
 
     def observe(self, lane: str, timings: Timings) -> None:
         for stage, ms in timings.as_dict().items():
@@ -97,9 +98,15 @@ class AppMetrics:
 class _Live:
     """Queue depth and job counts, read when scraped rather than kept in sync."""
 
-    def __init__(self, depth: Callable[[], dict[str, int]], jobs: Callable[[], dict[str, int]]):
+    def __init__(
+        self,
+        depth: Callable[[], dict[str, int]],
+        jobs: Callable[[], dict[str, int]],
+        speech_calls: Callable[[], int],
+    ):
         self.depth = depth
         self.jobs = jobs
+        self.speech_calls = speech_calls
 
     def collect(self) -> Iterable[GaugeMetricFamily]:
         queue = GaugeMetricFamily(
@@ -114,3 +121,8 @@ class _Live:
         for state in ("queued", "running", "done", "failed", "cancelled"):
             jobs.add_metric([state], counts.get(state, 0))
         yield jobs
+        yield GaugeMetricFamily(
+            "assistant_speech_calls",
+            "Logins' speech calls on the speech pools, holding or waiting for a login's place",
+            value=self.speech_calls(),
+        )

@@ -31,6 +31,7 @@ from assistant.metrics import AppMetrics
 from assistant.prompting.prompt import Prompts
 from assistant.session.sessions import Sessions
 from assistant.settings import Settings
+from assistant.speech.pools import speech_calls
 from assistant.store.db import Store
 from assistant.turns.chat import ChatService
 from assistant.turns.conversations import Conversations
@@ -187,7 +188,11 @@ class Runtime:
         self.calls = Calls()
         """The calls open on this app's page (`/listen`)."""
         self.conversations = Conversations(self.store)
-        self.metrics = AppMetrics(depth=self.scheduler.depth, job_counts=self.store.job_counts)
+        self.metrics = AppMetrics(
+            depth=self.scheduler.depth,
+            job_counts=self.store.job_counts,
+            speech_calls=speech_calls,
+        )
         # run by whoever owns the loop (the server's lifespan, a bench)
         self.loop_lag = LoopLag(self.metrics.loop_lag.observe)
 

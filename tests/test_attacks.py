@@ -667,22 +667,21 @@ no mark, brackets that never close) of `/v1/audio/speech`."""
 def test_no_client_text_holds_up_another_login(guarded):
     """Every parser of client text on the worst inputs found (issue 38, findings 1 and 8),
     sent by ann while bob asks for the model list: bob's answers keep coming and the app's
-    event loop never stalls (its own lag samples)."""
+    event loop never stalls (its own lag samples). How long bob waits is a figure for the
+    load benchmark (`assistant.devtools.loadbench`, its loop lag and latencies), not here."""
     url = guarded.url + "v1/"
     speak = {"model": "tts-1", "voice": "alloy", "input": "Ready."}
     assert httpx.post(url + "audio/speech", json=speak, headers=bearer("ann"), timeout=120)
     wait_until(lambda: quiet_loop(guarded), 120, "the app to finish starting (models loaded)")
     before = loop_lag_over(guarded, 0.25)
-    latencies: list[float] = []
+    answered: list[int] = []  # bob's statuses, read by this thread once bob's has ended
     done = threading.Event()
 
     def bob() -> None:
         with httpx.Client(timeout=60) as http:
             while not done.is_set():
-                started = time.monotonic()
-                assert http.get(url + "models", headers=bearer("bob")).status_code == 200
-                latencies.append(time.monotonic() - started)
-                time.sleep(0.05)
+                answered.append(http.get(url + "models", headers=bearer("bob")).status_code)
+                done.wait(0.05)
 
     def ann(kind: str, body: dict[str, Any]) -> int:
         route = "audio/speech" if kind in WORST_SPEECH else "chat/completions"
@@ -695,17 +694,21 @@ def test_no_client_text_holds_up_another_login(guarded):
     attacks += [
         (k, {"model": "tts-1", "voice": "alloy", "input": t}) for k, t in WORST_SPEECH.items()
     ]
-    watcher = threading.Thread(target=bob)
-    watcher.start()
-    try:
-        with ThreadPoolExecutor(2) as pool:
-            statuses = {k: pool.submit(ann, k, b) for k, b in attacks}
-            statuses = {k: f.result() for k, f in statuses.items()}
-    finally:
-        done.set()
-        watcher.join()
+    with ThreadPoolExecutor(1) as own:
+        watcher = own.submit(bob)  # its result() raises what ended bob's thread, here
+        try:
+            wait_until(lambda: answered or watcher.done(), 60, "bob's first answer")
+            with ThreadPoolExecutor(2) as pool:
+                statuses = {k: pool.submit(ann, k, b) for k, b in attacks}
+                statuses = {k: f.result() for k, f in statuses.items()}
+            during = len(answered)
+            # bob is answered after all of ann's texts, too: nothing of theirs holds him up
+            wait_until(lambda: len(answered) > during or watcher.done(), 60, "bob's next answer")
+        finally:
+            done.set()
+            watcher.result()
     assert all(s in (200, 400) for s in statuses.values()), statuses
-    assert latencies and max(latencies) < 1.0, sorted(latencies)[-5:]  # was 20 s
+    assert len(answered) > during > 0 and set(answered) == {200}, answered
     # no sample of the loop's lag over 250 ms (generous: 50 ms at most when measured alone,
     # one request at a time; the machine is shared)
     assert loop_lag_over(guarded, 0.25) == before
@@ -809,21 +812,24 @@ def test_a_silent_call_is_dropped(open_app):
 
     import websockets
 
-    async def silence() -> tuple[list[str], float]:
+    async def silence() -> tuple[list[str], int | None]:
+        """What the call said, and the code the app closed it with (None: still open)."""
         said: list[str] = []
         url = open_app.url.replace("http://", "ws://") + "listen"
         started = time.monotonic()
         async with websockets.connect(url) as ws:
-            with contextlib.suppress(websockets.exceptions.ConnectionClosed):
+            try:
                 while time.monotonic() - started < 60:  # 100 ms of silence, in real time
                     await ws.send(bytes(3200))
                     with contextlib.suppress(TimeoutError):
                         said.append(str(await asyncio.wait_for(ws.recv(), 0.1)))
-        return said, time.monotonic() - started
+            except websockets.exceptions.ConnectionClosed:
+                return said, ws.close_code
+        return said, None
 
-    said, lasted = asyncio.run(silence())
+    said, code = asyncio.run(silence())
     assert any("nothing said" in m for m in said), said
-    assert lasted < 40, lasted
+    assert code == 4408, code  # the app dropped it for the silence; the test did not give up
 
 
 def test_logout_ends_the_logins_open_call(guarded):
@@ -872,6 +878,21 @@ def test_a_cut_stream_does_not_say_it_ran_out_of_tokens():
     assert finish_of(spent) == "length"  # the budget was spent: that is what length says
 
 
+def speech_calls(app: App) -> int:
+    """Logins' calls on the app's speech pools (its `assistant_speech_calls` gauge)."""
+    text = httpx.get(app.url + "metrics", timeout=30).text
+    line = next(ln for ln in text.splitlines() if ln.startswith("assistant_speech_calls "))
+    return int(float(line.split()[-1]))
+
+
+def ann_calls_on_the_pools(app: App, anns: list) -> None:
+    """Wait until ann's calls have all reached the speech pools (one on them, the others
+    waiting for her place), or one of them has ended (its result says why)."""
+    wait_until(lambda: speech_calls(app) == len(anns) or any(f.done() for f in anns), 300,
+               "ann's calls to reach the speech pools")  # fmt: skip
+    assert not any(f.done() for f in anns), [f.result() for f in anns if f.done()]
+
+
 def test_a_logins_long_uploads_do_not_queue_anothers_clip_behind_them(guarded):
     # ann's three minute-long uploads at once, then bob's short clip: the pool took them in
     # order, so bob's came back last; with a share per login it comes back before ann's last
@@ -891,7 +912,7 @@ def test_a_logins_long_uploads_do_not_queue_anothers_clip_behind_them(guarded):
 
     with ThreadPoolExecutor(4) as pool:
         anns = [pool.submit(transcribe, "ann", long) for _ in range(3)]
-        time.sleep(1.0)  # ann's are queued first
+        ann_calls_on_the_pools(guarded, anns)  # ann's are queued first
         bobs = pool.submit(transcribe, "bob", clip)
         for f in [*anns, bobs]:
             f.result()
@@ -976,7 +997,7 @@ def test_a_logins_long_clips_on_the_gradio_api_do_not_queue_anothers_behind(guar
 
     with ThreadPoolExecutor(4) as pool:
         anns = [pool.submit(transcribe, "ann", long) for _ in range(3)]
-        time.sleep(1.0)  # ann's are queued first
+        ann_calls_on_the_pools(guarded, anns)  # ann's are queued first
         bobs = pool.submit(transcribe, "bob", clip)
         for f in [*anns, bobs]:
             f.result()

@@ -12,7 +12,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -53,6 +52,16 @@ def announced(app: App) -> dict:
 def chats(sim: str, text: str) -> list[dict]:
     """The engine requests that carry `text`."""
     return [r for r in sim_requests(sim) if text in json.dumps(r["body"]["messages"])]
+
+
+def engine_requests(sim: str) -> tuple[float, float]:
+    """The requests the engine is running and has waiting (its vLLM-style /metrics)."""
+    lines = httpx.get(root_url(sim) + "/metrics", timeout=5).text.splitlines()
+
+    def gauge(name: str) -> float:
+        return next(float(ln.split()[-1]) for ln in lines if ln.startswith(f"vllm:{name}{{"))
+
+    return gauge("num_requests_running"), gauge("num_requests_waiting")
 
 
 def job_of(data_dir: Path, job_id: str) -> dict:
@@ -205,11 +214,16 @@ def test_jobs_cancel_stops_the_job_at_the_apps_worker(app, sim):
         job = json.loads(queued.stdout)
         wait_until(lambda: job_of(app.data_dir, job["id"])["state"] == "running", 60,
                    "the app's worker to start the job")  # fmt: skip
+        wait_until(lambda: engine_requests(sim) == (1, 0), 60,
+                   "the job's request to be held at the engine")  # fmt: skip
         cancel = cli(app.data_dir, "jobs", "cancel", job["id"], "--json")
         assert cancel.returncode == 0 and json.loads(cancel.stdout)["cancelled"] is True
+        # the worker stops: it leaves the engine while the answer is still held, so no
+        # answer can reach it after the release
+        wait_until(lambda: engine_requests(sim) == (0, 0), 60,
+                   "the app's worker to leave the engine")  # fmt: skip
     finally:
         httpx.post(base + "/sim/release", timeout=5).raise_for_status()
-    time.sleep(2)  # released: an answer the worker still wrote would be saved by now
     shown = job_of(app.data_dir, job["id"])
     assert shown["state"] == "cancelled" and not shown["result"]
 

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import threading
-import time
 
+import httpx
 import pytest
 
 from assistant.engine.client import CUT, STALLED, Engine, build_client
@@ -113,12 +113,11 @@ async def test_stream_cut_mid_answer_keeps_partial(sim_url, settings):
 
 async def test_stalled_stream_hits_the_read_deadline(sim_url, settings):
     s = sim_settings(settings, sim_url, read_s=2.0)
-    start = time.monotonic()
     reply = await sim_engine(sim_url, fault="stall:3").complete(ASK, s.chat)
-    elapsed = time.monotonic() - start
+    # STALLED is the read deadline firing (a stall that ended by itself would finish
+    # otherwise): no endless hang
     assert reply.finish_reason == STALLED and reply.incomplete
     assert reply.content  # the three tokens before the stall
-    assert elapsed < 30  # a deadline fired: no endless hang
 
 
 async def test_hang_before_headers_is_bounded(sim_url, settings):
@@ -134,11 +133,19 @@ async def test_engine_down_fails_fast_with_a_clear_message(settings):
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     s = sim_settings(settings, f"http://127.0.0.1:{port}/v1")
-    engine = Engine(build_client(s.engine_url, None), kind="vllm", model="m")
-    start = time.monotonic()
+    client = build_client(s.engine_url, None)
+    attempts: list[str] = []  # its requests (asking for the model first, here)
+
+    async def sent(request: httpx.Request) -> None:
+        attempts.append(request.url.path)
+
+    client._client._client.event_hooks["request"].append(sent)  # LeanClient > openai > httpx
+    engine = Engine(client, kind="vllm", model="m")
     with pytest.raises(EngineUnavailable, match="unreachable"):
         await engine.complete(ASK, s.chat)
-    assert time.monotonic() - start < s.chat.connect_timeout_s * (s.chat.retries + 1) + 2
+    # fast: the lane's retries and no more, not a loop until some deadline (how long the
+    # backoff takes is the lane's setting)
+    assert len(attempts) == s.chat.retries + 1, attempts
 
 
 async def test_model_is_discovered_when_not_configured(sim_url, settings):

@@ -164,7 +164,8 @@ async def test_stopping_the_worker_as_a_job_ends_stops_it(settings):
     _, worker = _worker(store, FakeEngine(), settings)
     serving = asyncio.create_task(worker.serve(poll_s=3600))
     try:
-        await asyncio.sleep(0.05)  # the worker waits on the queue
+        # the worker waits on the queue (asyncio.Event keeps its waiters in `_waiters`)
+        await until(lambda: worker.queue.wake._waiters, 5, "the worker to wait on the queue")
         worker.queue.wake.set()  # a job ended ...
         serving.cancel()  # ... in the same moment as the stop
         done, _ = await asyncio.wait({serving}, timeout=5)

@@ -51,6 +51,30 @@ def test_calls_past_the_pool_size_wait_their_turn_instead_of_sharing_the_cores()
     assert all(n.startswith("stt") for n in stt) and all(n.startswith("tts") for n in tts)
 
 
+def test_calls_counts_the_logins_calls_holding_or_waiting_for_their_place():
+    pools = SpeechPools(PoolSizes(1, 1, 1, 1))
+    release = threading.Event()
+
+    async def main() -> tuple[int, int]:
+        async def call(owner: str) -> None:
+            async with pools.share(owner):
+                await pools.run_stt(release.wait, 30)
+
+        calls = [asyncio.create_task(call(o)) for o in ("ann", "ann", "ann", "bob")]
+        while pools.calls() < 4:  # ann's second and third wait for her place
+            await asyncio.sleep(0.01)
+        seen = pools.calls()
+        release.set()
+        await asyncio.gather(*calls)
+        return seen, pools.calls()
+
+    try:
+        assert asyncio.run(asyncio.wait_for(main(), 60)) == (4, 0)
+    finally:
+        release.set()
+        pools.shutdown()
+
+
 def test_gradio_queue_polls_cheaply_when_idle():
     # the private attributes quiet_queue sets must still exist in the pinned Gradio
     import gradio as gr

@@ -12,7 +12,6 @@ import os
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -28,7 +27,7 @@ from assistant.speech.stt import load_stt
 from assistant.speech.tts import load_tts, speech_sentences
 from tests.app_proc import REPO, App, app_env, run_app
 from tests.conftest import AUDIO
-from tests.fault_speech import SLOW_S, fault_server
+from tests.fault_speech import fault_server
 from tests.simengine_proc import run_simengine
 
 JFK = AUDIO / "jfk.flac"
@@ -133,13 +132,13 @@ def test_each_failure_says_what_and_where(faults, mode: str, message: str) -> No
     url = DOWN if mode == "down" else f"{base}/{mode}/v1"
     speech = remote(url, timeout_s=1.0)
     voice = load_audio(JFK, **LIMITS)[: SAMPLE_RATE * 2]
-    started = time.monotonic()
     with pytest.raises(RemoteSpeechError, match=message) as stt_error:
         RemoteSTT(speech).transcribe(voice)
     assert "transcription server at " + url in str(stt_error.value)
     with pytest.raises(RemoteSpeechError, match=message if mode != "nojson" else "not audio"):
         list(tts_at(speech).synthesize("Hello there."))
-    assert time.monotonic() - started < 2 * SLOW_S  # the deadline held, both times
+    # "slow": "did not answer within 1 s" is the deadline firing, both times (the client's
+    # timeout; a server that answered after SLOW_S would have given a transcript)
 
 
 # --- fallback: only when asked, said once ---------------------------------------------------

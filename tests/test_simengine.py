@@ -313,10 +313,8 @@ async def test_cut_with_openai_client(client: AsyncOpenAI) -> None:
 
 async def test_stall_hits_read_timeout_and_frees_slot() -> None:
     with run_simengine("--slots", "1", "--token-ms", "1") as url:
-        start = time.monotonic()
-        with pytest.raises(httpx.ReadTimeout):
+        with pytest.raises(httpx.ReadTimeout):  # the stall is one; the client's deadline fired
             await raw_stream(url, {"sim_fault": "stall"}, read_timeout=0.5)
-        assert time.monotonic() - start < 3
         await wait_metrics(url, 0, 0)  # the engine notices the disconnect, aborts the request
         chunks, done = await raw_stream(url, {})  # would wait forever if the slot leaked
     assert done and joined(chunks, "content") == EXPECTED
@@ -376,13 +374,12 @@ async def test_prefix_cache_metrics_and_prefill_delay() -> None:
             {"role": "assistant", "content": joined(first, "content")},
             {"role": "user", "content": "again"},
         ]
-        start = time.monotonic()
         await raw_stream(url, {"messages": turn2, "stream_options": {"include_usage": True}})
-        t2 = time.monotonic() - start
         async with httpx.AsyncClient() as http:
             values = parse_metrics((await http.get(root_url(url) + "/metrics")).text)
-    assert t1 > 2.0  # ~210 uncached prompt tokens at 10 ms each
-    assert t2 < t1 / 2  # only the new user message is prefilled
+    assert t1 > 2.0  # ~210 uncached prompt tokens at 10 ms each (a floor: load only adds)
+    # only the new user message is prefilled: the first turn's prompt is a cache hit (the
+    # delay is charged on prompt - hit); how fast is the benchmarks' to say
     assert values["vllm:prefix_cache_queries_total"] > values["vllm:prefix_cache_hits_total"] > 200
 
 
@@ -439,9 +436,12 @@ def test_sigterm_stops_promptly_with_a_stalled_stream() -> None:
         ):
             assert r.status_code == 200
             proc.send_signal(signal.SIGTERM)
-            start = time.monotonic()
-            proc.wait(timeout=10)
-        assert time.monotonic() - start < 5
+            # it exits with the stream still stalled (an hour's hold without the short
+            # graceful timeout): the wait is for that event, not a measure of its speed
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                pytest.fail("SIGTERM did not stop the engine while a stream was stalled")
     finally:
         if proc.poll() is None:
             proc.kill()

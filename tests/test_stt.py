@@ -69,7 +69,7 @@ def test_jfk_word_error_rate(stt: WhisperSTT) -> None:
     assert wer(reference, result.text) <= 0.10, result.text
     assert result.language == "en"
     assert result.duration_s == pytest.approx(11.0, abs=0.1)
-    assert 0 < result.stt_ms < 30_000
+    assert result.stt_ms > 0  # measured; how fast is the voice bench's figure
 
 
 def test_thirty_seconds_of_silence_is_empty(stt: WhisperSTT) -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 
 import httpx
@@ -126,10 +125,10 @@ def test_engine_down_then_back(tmp_path):
     url = f"http://127.0.0.1:{port}/v1"
     with run_app(tmp_path / "app", url) as running:  # the page loads with no engine
         client = Client(running.url, verbose=False)
-        started = time.monotonic()
+        # the turn ends with the engine's error after the lane's tries (counted in
+        # test_engine's test_engine_down_fails_fast_with_a_clear_message), not a hang
         down = client.predict("hello", api_name="/chat")
         assert "unreachable" in down["error"] and down["reply"] == ""
-        assert time.monotonic() - started < 10
         with run_simengine("--port", str(port), "--token-ms", "2"):
             up = client.predict("hello again", api_name="/chat")  # recovers by itself
         assert up["error"] is None and up["reply"].startswith("You said: hello again")

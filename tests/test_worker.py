@@ -9,7 +9,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -138,9 +137,8 @@ async def test_a_chat_turn_in_the_app_preempts_the_workers_deep_request():
         assert not entered.is_set(), "the chat turn went ahead while the deep request held the slot"
     # the deep request let go: now the chat turn has the slot
     await asyncio.wait_for(entered.wait(), 5)
-    started = time.monotonic()
     async with worker_side.admit("deep"):  # deep work waits for the chat turn to end
-        assert turn.done() and time.monotonic() - started > 0.0
+        assert turn.done()
     await turn
     assert [m.get("on") for m in sent if "chat" in m] == [True, False]
     await mirror.close()

@@ -120,6 +120,11 @@ class SpeechPools:
             if not entry.users:  # memory stays bounded by the logins with calls
                 del self._shares[owner]
 
+    def calls(self) -> int:
+        """Calls of logins on the pools: holding a login's place or waiting for it (the
+        `assistant_speech_calls` gauge; tests wait on it to order logins' calls)."""
+        return sum(entry.users for entry in self._shares.values())
+
     def shutdown(self) -> None:
         self._stt.shutdown(wait=False, cancel_futures=True)
         self._tts.shutdown(wait=False, cancel_futures=True)
@@ -134,6 +139,11 @@ async def _run(pool: ThreadPoolExecutor, fn: Callable[..., T], *args: object) ->
 
 _pools: SpeechPools | None = None
 _lock = threading.Lock()
+
+
+def speech_calls() -> int:
+    """`SpeechPools.calls` of the process's pools; 0 before any speech (none are made)."""
+    return _pools.calls() if _pools is not None else 0
 
 
 def speech_pools() -> SpeechPools:
