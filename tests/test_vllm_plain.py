@@ -61,7 +61,9 @@ def test_cue_and_classifier_still_route_without_the_tool(server, tmp_path):
     deep = _json(run(["chat", cue, "--json"], tmp_path, server.url))
     assert deep["lane"] == "deep" and deep["reason"].startswith("cue")
     assert deep["error"] is None and deep["reply"].strip() == ANSWER  # the CLI waits for it
-    chat = _json(run(["chat", "hi!", "--json"], tmp_path, server.url))
+    # a new conversation: the classifier on the message alone, as the test names (after the
+    # cue turn the conversation classifier reads both: issue 50)
+    chat = _json(run(["chat", "--new", "hi!", "--json"], tmp_path, server.url))
     assert chat["lane"] == "chat" and chat["reply"] == ANSWER
 
 
