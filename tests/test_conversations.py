@@ -171,17 +171,21 @@ def test_voice_settings_stay_disabled_until_the_logins_own_values_are_loaded(con
     assert player.visible is False
 
 
-def test_two_quick_voice_changes_are_both_kept_whichever_is_saved_first(convs):
-    # the page sends the rate's release and the speech box as two events that may run in
-    # either order; each saving every control put back the value the other had just changed
+def test_the_voice_settings_are_saved_together_as_the_page_shows_them(convs):
+    # one save of all three on a change to any: a change whose own event was lost is saved by
+    # the next (the page runs these one at a time, the newest last: the browser test)
+    import gradio as gr
+    import pytest
+
     from assistant.settings import Settings
     from assistant.web.page.conversations_panel import VoiceSettings
 
     voices = VoiceSettings(convs, Settings())
-    player = voices.save_speak(False, None)  # the box unticked, saved first...
-    voices.save_rate(1.5, None)  # ...then the rate's release, which saw the box still ticked
+    player = voices.save(None, 1.5, False, None)
     assert convs.prefs("local") == {"rate": 1.5, "speak": False}
     assert player.visible is False
-    voices.save_rate(9.0, None)  # out of range: held to the slider's bounds
-    voices.save_voice(None, None)  # the default voice: nothing stored
-    assert convs.prefs("local") == {"rate": 2.0, "speak": False}
+    voices.save(None, 9.0, True, None)  # out of range: held to the slider's bounds
+    assert convs.prefs("local") == {"rate": 2.0, "speak": True}  # the default voice: not stored
+    with pytest.raises(gr.Error):
+        voices.save("no-such-voice", 1.0, True, None)
+    assert convs.prefs("local") == {"rate": 2.0, "speak": True}  # refused: nothing changed

@@ -222,19 +222,13 @@ class VoiceSettings:
             gr.Audio(visible=speak),
         )
 
-    # One handler per control, each saving only its own setting: the page sends two quick
-    # changes (the rate's release, then the speech box) as separate events that may run in
-    # either order, and a handler saving all three values would put back the one it saw first.
-    def save_voice(self, voice: str | None, request: gr.Request) -> None:
+    def save(self, voice: str | None, rate: float | None, speak: bool, request: gr.Request) -> Any:
+        """The three as the page shows them, on a change to any (the page runs one at a time,
+        the newest last: `page.build_ui`)."""
         known = {name for _, name in voice_choices(self.settings)}
         if voice and voice not in known:
             raise gr.Error(f"unknown voice {voice!r}")
-        self.conversations.remember(owner_of(self.settings, request), voice=voice or None)
-
-    def save_rate(self, rate: float | None, request: gr.Request) -> None:
         rate = min(max(float(rate or 1.0), MIN_RATE), MAX_RATE)
-        self.conversations.remember(owner_of(self.settings, request), rate=rate)
-
-    def save_speak(self, speak: bool, request: gr.Request) -> Any:
-        self.conversations.remember(owner_of(self.settings, request), speak=bool(speak))
+        owner = owner_of(self.settings, request)
+        self.conversations.remember(owner, voice=voice or None, rate=rate, speak=bool(speak))
         return gr.Audio(visible=bool(speak))

@@ -328,15 +328,17 @@ def build_ui(rt: Runtime, speech: SpeechModels | None = None) -> gr.Blocks:
                    queue=False, **private)  # fmt: skip
         mic.start_recording(None, js=PAUSE_AUDIO_JS, cancels=replies, **private)
         wire_conversations(demo, side, library, session, chatbot, replies)
-        # always_last: a change made while the last one's save is on its way is saved after it
-        # (Gradio's default for `input` drops it: untick and tick again quickly, and the page
-        # showed speech on while the login's saved setting said off)
-        last = {"trigger_mode": "always_last", **private}
-        speak.input(voices.save_speak, inputs=speak, outputs=reply_audio, **last)
-        voice.voice.input(voices.save_voice, inputs=voice.voice, **last)
-        # on input, not release: a rate typed in the box and left with Tab was released with
-        # the old value (CI saw 1.0 saved for 1.5); the last of a drag's inputs is what is kept
-        voice.rate.input(voices.save_rate, inputs=voice.rate, **last)
+        # One save of all three, on a change to any (on input, not release: a rate typed and
+        # left with Tab was released with the old value): a change whose own event was lost
+        # on a busy machine (CI saw the rate's, 1.0 kept for 1.5, the speech box saved) is
+        # saved by the next. One dependency, always_last: its saves run one at a time, and a
+        # change made while one is on its way is saved after it with the values shown then
+        # (Gradio's default drops it: untick and tick quickly, and the saved setting said off).
+        gr.on(
+            [voice.voice.input, voice.rate.input, speak.input], voices.save,
+            inputs=[voice.voice, voice.rate, speak], outputs=reply_audio,
+            trigger_mode="always_last", **private,
+        )  # fmt: skip
         demo.load(
             voices.load_voice, outputs=[voice.voice, voice.rate, speak, reply_audio], **private
         )
