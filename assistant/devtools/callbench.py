@@ -34,7 +34,8 @@ CHUNK_S = 0.1
 TAIL_S = 2.5
 """Silence after each recording: past any turn-end fallback, and time for the reply."""
 REPLY_WAIT_S = 20.0
-"""After its last recording, how long a call waits for its last reply before hanging up."""
+"""After its last recording, how long a call waits for its turns and their replies before
+hanging up."""
 
 
 def _pcm(path: Path) -> bytes:
@@ -78,7 +79,11 @@ async def _call(url: str, cookie: str, recordings: list[bytes]) -> dict[str, int
                     await asyncio.sleep(max(0.0, began + (n + 1) * CHUNK_S - time.monotonic()))
                     await ws.send(pcm[i : i + step])
             deadline = time.monotonic() + REPLY_WAIT_S
-            while got["done"] < got["turns"] and time.monotonic() < deadline:
+            # until each recording's turn was said and answered: on a busy machine a turn can
+            # be decided after the tail's silence, and hanging up then lost it unheard
+            while (
+                got["turns"] < len(recordings) or got["done"] < got["turns"]
+            ) and time.monotonic() < deadline:
                 await ws.send(bytes(step))  # the page keeps sending silence while it listens
                 await asyncio.sleep(CHUNK_S)
         finally:
