@@ -11,11 +11,9 @@ code before the fix.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import shutil
-import stat
 import subprocess
 import sys
 import tempfile
@@ -32,25 +30,13 @@ from tests.app_proc import CLI_SERVE, App, app_env
 from tests.listening import Listener
 from tests.page_session import PageSession
 from tests.simengine_proc import run_simengine
+from tests.test_datadir import mode, umask
 from tests.waiting import wait_until
 
 REPO = Path(__file__).resolve().parent.parent
 USERS = {"ann": "pw-ann-49l", "bob": "pw-bob-49l"}
 AUTH = ",".join(f"{u}:{p}" for u, p in USERS.items())
 TITLE, CLEAR = "\x1b]0;pwned\x07", "\x1b[2J"
-
-
-def mode(path: Path) -> int:
-    return stat.S_IMODE(path.stat().st_mode)
-
-
-@contextlib.contextmanager
-def umask(value: int) -> Iterator[None]:
-    old = os.umask(value)
-    try:
-        yield
-    finally:
-        os.umask(old)
 
 
 @pytest.fixture(scope="module")
