@@ -594,3 +594,33 @@ def test_a_logout_reaches_the_call_as_an_event_and_ends_it():
     assert ended == ["you logged out; the call ends"]
     assert turns.stored == [("tell me a story", "stopped")] and s.turn is None
     assert "barge" in page.kinds()
+
+
+def test_stop_on_the_conversation_ends_the_calls_reply_through_its_one_owner():
+    """A call's turn is a task of the conversation's session, which alone cancels it: Stop
+    there (the page's button, or the call's own, through the registry) ends the reply, kept
+    as far as it was heard; the call tells the page to stop playing it and takes the next
+    turn as before."""
+
+    async def run():
+        turns, page = Turns(words=40, word_s=0.05), Page()
+        s = session(turns, page)
+        await s.hear(heard("final", text="tell me a story"))
+        while not page.audio:
+            await asyncio.sleep(0.01)
+        conversation = s.session()
+        assert conversation.busy  # the session runs the call's turn: it is the owner
+        await conversation.stop("Stop")
+        stopped = (list(turns.stored), s.turn, conversation.stopped_why)
+        turns.words = 2
+        await s.hear(heard("final", n=2, text="and now?"))
+        await s.hear(heard("closed", n=2))  # they did not go on: the turn is kept
+        await s.turn.task
+        return stopped, turns, page
+
+    (stored, turn, why), turns, page = asyncio.run(run())
+    assert stored == [("tell me a story", "stopped")] and turn is None and why == "Stop"
+    barges = [m for m in page.said if m["kind"] == "barge"]
+    assert [m["utterance"] for m in barges] == [1]
+    assert {"kind": "done", "utterance": 1, "stopped": True} in page.said
+    assert turns.stored[-1] == ("and now?", "done")

@@ -150,45 +150,47 @@ def test_the_ways_in_reach_the_turn_machinery_only_through_the_session():
         assert "assistant.turns.pipeline" not in _imports(modules[name], modules), name
 
 
-def test_the_pages_stop_stops_the_logins_call_and_the_conversations_turn(tmp_path: Path):
-    """Stop is one cancel: the call answering in the conversation is told to stop its reply
-    (it says so on its own socket) and the conversation's turn ends; the login's call on
-    another conversation (a phone beside a desktop tab) and another login's call go on."""
-
-    class Call:
-        def __init__(self, owner: str, conversation_id: str | None = None):
-            self.owner, self.conversation_id, self.stopped = owner, conversation_id, 0
-
-        async def stop(self) -> None:
-            self.stopped += 1
+def test_the_pages_stop_stops_every_turn_of_its_conversation_and_no_other(tmp_path: Path):
+    """Stop is one cancel, the session's: every turn running in the conversation ends, a call's
+    reply (a task the session keeps: the call only speaks it) as well as the page's; the
+    login's call answering in another conversation (a phone beside a desktop tab) and another
+    login's call go on."""
 
     async def run():
         store = Store(tmp_path / "a.db")
-        calls = Calls()
         pipeline = SlowPipeline()
         conversations = Conversations(store)
-        sessions = Sessions(lambda: pipeline, conversations, calls)  # type: ignore[arg-type, return-value]
+        sessions = Sessions(lambda: pipeline, conversations, Calls())  # type: ignore[arg-type, return-value]
         session = sessions.of("alice", None)
         other = sessions.of("alice", None)  # her phone's call answers in another conversation
-        alices, phone = Call("alice", session.conversation_id), Call("alice", other.conversation_id)
-        bobs = Call("bob", session.conversation_id)
-        for call in (alices, phone, bobs):
-            calls.join(call)  # type: ignore[arg-type]
+        bobs = sessions.of("bob", None)
+
+        def call_turn(on: Session) -> asyncio.Task[None]:
+            return on.keep(asyncio.Event().wait(), "call-turn")  # a reply being spoken
+
+        alices, phone, bob = call_turn(session), call_turn(other), call_turn(bobs)
         got: list[TurnEvent] = []
         reading = asyncio.create_task(_read(session.ask(Ask(text="one")), got))
         while len(got) < 2:
             await asyncio.sleep(0.01)
         await sessions.stop("alice", session.conversation_id)
         await reading
+        stopped = (alices.cancelled(), phone.done(), bob.done())
+        again = call_turn(session)
         await sessions.stop("alice", None)  # a tab with no conversation yet, none saved: none
+        unnamed = again.done()
         conversations.remember("alice", conversation=session.conversation_id)
         await sessions.stop("alice", None)  # now it names the saved one, its calls' conversation
+        saved = again.cancelled()
+        await other.stop()
+        await bobs.stop()
         store.close()
-        return pipeline, session, alices, phone, bobs
+        return pipeline, session, stopped, unnamed, saved
 
-    pipeline, session, alices, phone, bobs = asyncio.run(run())
+    pipeline, session, stopped, unnamed, saved = asyncio.run(run())
     assert pipeline.ended == ["stopped"] and session.stopped_why == "Stop"
-    assert (alices.stopped, phone.stopped, bobs.stopped) == (2, 0, 0)
+    assert stopped == (True, False, False)
+    assert not unnamed and saved
 
 
 def test_who_is_asking_is_read_in_one_module():

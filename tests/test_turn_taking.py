@@ -73,8 +73,9 @@ ROWS = [
     (CallState(P.SPEAKING, REPLYING, playing=True), Event("typed", text="and in Paris?"),
      (A.BARGE, A.START, A.SHOW), P.THINKING),
     (CallState(), Event("typed", text="and in Paris?"), (A.START, A.SHOW), P.THINKING),
-    (CallState(P.SPEAKING, REPLYING, playing=True), Event("stop"), (A.BARGE,), P.SPEAKING),
-    (CallState(), Event("stop"), (), P.LISTENING),
+    # Stop: the session ended the turn (the call lets go of it first)
+    (CallState(P.SPEAKING, playing=True), Event("stop", 2), (A.SILENCE,), P.SPEAKING),
+    (CallState(P.THINKING), Event("stop", 2), (A.SILENCE,), P.LISTENING),
     (CallState(P.THINKING, THINKING), Event("audio", 2), (), P.SPEAKING),
     (CallState(P.LISTENING), Event("audio", 2), (), P.LISTENING),
     # the reply ended while the person speaks: what they say decides, not the reply's end

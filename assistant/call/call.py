@@ -145,18 +145,13 @@ class Call:
         return CallState(Phase(self.state), view, self._playing_until > now_ms())
 
     async def barge_in(self) -> None:
-        """Stop the reply (Stop, or the person speaking over it); a committed turn is kept,
-        marked stopped, with what it had said."""
+        """Stop the reply (the person speaking over it) through its session; a committed turn
+        is kept, marked stopped, with what it had said."""
         turn = self.turn
         if turn is None:
             return
         await self._cancel(discard=not turn.committed.is_set())
         await self.send_json({"kind": "barge", "utterance": turn.utterance})
-
-    async def stop(self) -> None:
-        """Stop on the page: the reply stops, kept as far as it was heard."""
-        async with self._hearing:
-            await self._apply(Event("stop"))
 
     async def logout(self) -> None:
         """The call's login is gone: the reply stops (kept as heard) and the call ends."""
@@ -189,6 +184,7 @@ class Call:
 
     async def _speak(self, turn: VoiceTurn) -> None:
         """A notice's speech: shown and said, not a turn of the conversation (never stored)."""
+        stopped_here = False
         try:
             tts = await self.tts()
             await self.send_json({"kind": "reply", "utterance": turn.utterance, "text": turn.text})
@@ -200,11 +196,14 @@ class Call:
                     await self._send(turn, TurnEvent("audio", text=chunk.text, audio=chunk))
         except Exception as e:  # a notice that cannot be said must not end the call
             log.warning("call notice not spoken: %s", e)
+        except asyncio.CancelledError:
+            stopped_here = self.turn is turn  # Stop on the conversation: the page stops it
+            raise
         finally:
             if self.turn is turn:
                 self.turn = None
             with contextlib.suppress(Exception):
-                await self._apply(Event("ended", turn.utterance))
+                await self._apply(Event("stop" if stopped_here else "ended", turn.utterance))
 
     async def _start(self, heard: Heard, *, committed: bool) -> None:
         decision = None  # routed here, once: the request carries the decision into the turn
@@ -229,8 +228,12 @@ class Call:
     def _begin(
         self, turn: VoiceTurn, run: Callable[[VoiceTurn], Awaitable[None]]
     ) -> asyncio.Task[None]:
+        """The turn runs as a task of the conversation's session, its one owner: Stop on the
+        conversation ends it there; the call only hears and speaks it."""
         self.turn = turn
-        turn.task = asyncio.create_task(run(turn), name=f"call-turn-{turn.utterance}")
+        session = turn.session = self.session()
+        self.conversation_id = session.conversation_id
+        turn.task = session.keep(run(turn), name=f"call-turn-{turn.utterance}")
         return turn.task
 
     async def _cancel(self, *, discard: bool) -> None:
@@ -239,20 +242,18 @@ class Call:
         if turn is None or turn.task is None:
             return
         turn.discard = discard
-        # repeated until it lands (a cancel can be dropped on Python 3.11; see cancel_all)
         with contextlib.suppress(BaseException):
-            await cancel_all([turn.task])
+            await turn.session.stop("barge-in", turn.task)
         self.listener.playing(None)
 
     async def _run(self, turn: VoiceTurn) -> None:
         held: list[TurnEvent] = []
         result: TurnResult | None = None
+        stopped_here = False  # by the session (Stop), not by the call itself
         try:
             tts = await self.tts()
             heard = turn.heard
-            session = self.session()
-            self.conversation_id = session.conversation_id
-            turn.session = session
+            session = turn.session
             request = session.request(TurnRequest(
                 text=turn.text,
                 speak=tts is not None,
@@ -267,10 +268,10 @@ class Call:
             turn.playback = Playback(turn.heard_of)
             if turn.committed.is_set():
                 turn.stamp()
-            # the call barges in itself: a turn of it never stops another (`supersede`)
-            stream = session.ask(
-                request, supersede=False, tts=tts, keep_stopped=lambda: not turn.discard,
-                hold=lambda: self._said(turn), playback=turn.playback,
+            # stored if stopped once it is the person's (committed), unless the call forgot it
+            stream = session.events(
+                request, tts=tts, playback=turn.playback, hold=lambda: self._said(turn),
+                keep_stopped=lambda: turn.committed.is_set() and not turn.discard,
             )  # fmt: skip
             async with contextlib.aclosing(stream) as events:
                 async for event in events:
@@ -296,6 +297,8 @@ class Call:
                         result = event.result
                     await self._send(turn, event)
         except asyncio.CancelledError:
+            # the call's own cancels (a barge-in, a newer turn) let go of the turn first
+            stopped_here = self.turn is turn
             raise
         except Exception as e:  # a failed turn must not end the call
             log.warning("voice turn failed: %s", e)
@@ -303,6 +306,8 @@ class Call:
         finally:
             if self.turn is turn:
                 self.turn = None
+            if stopped_here:
+                self.listener.playing(None)
             if result is not None and self.on_done is not None:
                 self.on_done(result)
             if not turn.discard:
@@ -313,7 +318,7 @@ class Call:
                     )  # fmt: skip
             if not turn.discard:  # a forgotten turn's end is no event of the call
                 with contextlib.suppress(Exception):
-                    await self._apply(Event("ended", turn.utterance))
+                    await self._apply(Event("stop" if stopped_here else "ended", turn.utterance))
 
     async def _said(self, turn: VoiceTurn) -> None:
         """Until the turn is the person's (committed, and the listener said they did not go on
@@ -370,8 +375,7 @@ class Call:
             turn.played_ms = report.played_ms
             playback = turn.playback
             if playback is not None and playback.turn_id and turn.session is not None:
-                heard = turn.heard_of(turn.reply)
-                await asyncio.to_thread(turn.session.pipeline.cut_heard, playback, heard)
+                await turn.session.heard(playback, turn.heard_of(turn.reply))
         elif turn is self.turn and report.played_ms >= turn.audio_ms - 50:
             # all it was sent has played: the echo guard is off now, not at an estimate
             self._playing_until = min(self._playing_until, now_ms())

@@ -59,13 +59,3 @@ class Calls:
         """`owner` logged out: each of their calls ends now (its reply stopped, kept as heard)."""
         for session in list(self._sessions.get(owner, [])):
             await session.logout()
-
-    def on(self, owner: str, conversation_id: str | None) -> Call | None:
-        """The owner's call whose turns are in `conversation_id`, and no other: Stop in one
-        conversation never stops a call answering in another (a phone beside a desktop tab)."""
-        if conversation_id is None:
-            return None
-        for session in reversed(self._sessions.get(owner, [])):
-            if session.conversation_id == conversation_id:
-                return session
-        return None

@@ -66,7 +66,7 @@ EventKind = Literal[
     "speech", "partial", "candidate", "resumed", "final", "closed", "ignored", "notice",
     # from the session's other inputs
     "typed",  # a question typed on the page, or said with push-to-talk, during the call
-    "stop",  # Stop on the page (the conversation's one cancel)
+    "stop",  # the session stopped the call's turn (Stop on its conversation: the one cancel)
     "audio",  # the current turn's reply audio went out
     "ended",  # the current turn's task ended (done, failed or stopped)
     "played_out",  # the reply's audio has played out on the page
@@ -164,8 +164,9 @@ TABLE: tuple[Row, ...] = (
         "a typed turn during a reply, push-to-talk during a call: the newer turn stops it"),
     Row("typed", "none", (A.START, A.SHOW), P.THINKING,
         "typed or push-to-talk during a call: a turn of the call, answered aloud"),
-    Row("stop", "turn", (A.BARGE,), SETTLE, "Stop: the reply stops, kept as far as heard"),
-    Row("stop", "none", (), KEEP, "Stop with nothing running"),
+    Row("stop", "any", (A.SILENCE,), SETTLE,
+        "Stop: the session (the one cancel) ended the reply, kept as far as heard; the page "
+        "stops playing it"),
     Row("audio", "turn", (), P.SPEAKING, "the reply is heard"),
     Row("audio", "none", (), KEEP, "audio of a turn already gone (a notice's, a race)"),
     Row("ended", "any", (), KEEP, "the person is speaking: what they say decides",

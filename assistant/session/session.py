@@ -1,11 +1,13 @@
 """`Session`: one open conversation of one login, and the turns it runs.
 
 The session fills in who asks and where (the login and the conversation, resolved once by the
-registry), runs each turn as a task it keeps, and is the only thing that cancels one: Stop, a
-newer turn, a caller that leaves (its reader closing) and the session closing all end in
-`stop`. A turn stopped that way is stored as far as it got (the pipeline's rule), so nothing
-the person said is lost. A call open on the conversation (`call`) takes the page's typed and
-push-to-talk turns: answered aloud there, never played beside it into its microphone.
+registry), runs each turn as a task it keeps, whatever way it came in (`ask` for a reader of
+its events, `keep` for a call, whose task reads `events` and speaks them), and is the only
+thing that cancels one: Stop, a newer turn, a call's barge-in, a caller that leaves (its reader
+closing) and the session closing all end in `stop`. A turn stopped that way is stored as far as
+it got (the pipeline's rule), so nothing the person said is lost. A call open on the
+conversation (`call`) is its audio in and out: it takes the page's typed and push-to-talk
+turns, answered aloud there, never played beside it into its microphone.
 """
 
 from __future__ import annotations
@@ -13,12 +15,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Coroutine
 from typing import TYPE_CHECKING, Any
 
 from assistant.call.calls import Calls
 from assistant.records import RouteDecision, TurnEvent
-from assistant.turns.pipeline import Pipeline, TurnRequest
+from assistant.turns.pipeline import Pipeline, Playback, TurnRequest
 from assistant.turns.stream import cancel_all
 
 if TYPE_CHECKING:
@@ -70,12 +72,7 @@ class Session:
         self.stopped_why = None
         queue: asyncio.Queue[Any] = asyncio.Queue()
         want = asyncio.Event()
-        task = asyncio.create_task(
-            self._run(self.request(ask), queue, want, models),
-            name=f"turn-{self.conversation_id}",
-        )
-        self._turns.add(task)
-        task.add_done_callback(self._turns.discard)
+        task = self.keep(self._run(self.request(ask), queue, want, models), "turn")
         try:
             while True:
                 want.set()  # the next event, once this one is handled (see `_run`)
@@ -88,6 +85,24 @@ class Session:
             # the reader left (Stop, a client gone, the page closed): the turn stops with it
             if not task.done():
                 await cancel_all([task])
+
+    def keep(self, work: Coroutine[Any, Any, None], name: str) -> asyncio.Task[None]:
+        """Run `work`, a turn however it reaches the person (a call's reply spoken on its
+        socket, a notice said there), as a task of this session: kept, and ended by `stop`."""
+        task = asyncio.create_task(work, name=f"{name}-{self.conversation_id}")
+        self._turns.add(task)
+        task.add_done_callback(self._turns.discard)
+        return task
+
+    def events(self, ask: TurnRequest, **models: Any) -> AsyncIterator[TurnEvent]:
+        """The turn's events, as this session's, for a task it keeps (`keep`) to read: a call
+        speaks them as they come."""
+        return self.pipeline.stream(self.request(ask), **models)
+
+    async def heard(self, playback: Playback, reply: str) -> None:
+        """A stopped turn's stored reply cut to what the person heard (the page's report of
+        how much it played, which comes after the stop)."""
+        await asyncio.to_thread(self.pipeline.cut_heard, playback, reply)
 
     async def _run(
         self,
@@ -116,9 +131,11 @@ class Session:
         finally:
             queue.put_nowait(_END)
 
-    async def stop(self, why: str = "stopped") -> None:
-        """The one cancel: every turn of this session ends now (stored as far as it got)."""
-        running = [t for t in self._turns if not t.done()]
+    async def stop(self, why: str = "stopped", turn: asyncio.Task[None] | None = None) -> None:
+        """The one cancel: every turn of this session (or only `turn`: a call's barge-in
+        stops its own reply, not a client's request beside it) ends now, stored as far as it
+        got."""
+        running = [t for t in self._turns if not t.done() and turn in (None, t)]
         if running:
             self.stopped_why = why
             await cancel_all(running)

@@ -69,16 +69,14 @@ class Sessions:
         return Session(owner, None, self._pipeline(), self.calls)
 
     async def stop(self, owner: str, conversation_id: str | None, why: str = "Stop") -> None:
-        """The page's Stop, its one cancel: the login's call answering in that conversation
-        (no other: a phone call beside a desktop tab on another goes on) stops its reply, said
-        on its socket and kept as what was heard, and the turn running in the conversation
-        ends. A tab with no conversation yet names the one its calls continue (`saved`)."""
+        """Stop (the page's, a call's), the one cancel: every turn running in that
+        conversation ends, a call's reply included (its call tells the page to stop playing
+        it, kept as what was heard); a call answering in another conversation (a phone beside
+        a desktop tab) goes on. A tab with no conversation yet names the one its calls
+        continue (`saved`)."""
         if conversation_id is None:
             saved = self.conversations.prefs(owner).get("conversation")
             conversation_id = saved if isinstance(saved, str) else None
-        call = self.calls.on(owner, conversation_id)
-        if call is not None:
-            await call.stop()
         session = self._open.get((owner, conversation_id)) if conversation_id else None
         if session is not None:
             await session.stop(why)

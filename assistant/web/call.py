@@ -4,9 +4,10 @@ Why a WebSocket and not Gradio's streaming `gr.Audio`: Gradio sends a streamed m
 as one queued event per chunk (an HTTP POST, a queue slot and a JSON round trip, 4 to 10 times
 a second per listener), which costs the app CPU per chunk and cannot push "speech started"
 back to the page the moment it happens (barge-in). Here the page's AudioWorklet sends raw
-16 kHz PCM frames, and each call is a `Call` (`assistant.call.call`) that runs
-its own turns and answers with small JSON messages and the reply's audio (the session's
-docstring lists them). The page sends {"stop": true} for its Stop button, and
+16 kHz PCM frames, and each call is a `Call` (`assistant.call.call`) that takes its
+turns, runs each as a task of the conversation's session (their one owner) and answers with
+small JSON messages and the reply's audio (`assistant.call.messages`). The page sends
+{"stop": true} for its Stop button (Stop on the call's conversation, as the page's is), and
 {"played": utterance, "ms": n, "interrupted": bool} when a reply's audio stops playing (it ran
 out, or a barge-in stopped it: `turns.playback`). Closing the socket
 (the call ended, the tab closed) drops the session, its listener and its audio.
@@ -256,8 +257,8 @@ def add_listen_route(app: Any, rt: Runtime, speech: SpeechModels) -> None:
             while (item := await inbox.get()) is not None:
                 if isinstance(item, tuple):
                     await session.feed(*item)
-                elif item.get("stop"):
-                    await session.stop()  # the page's Stop
+                elif item.get("stop"):  # the page's Stop, on the call's conversation
+                    await rt.sessions.stop(owner, session.conversation_id, "Stop")
                 elif "played" in item and (report := Played.parse(item)) is not None:
                     await session.played(report)  # what of a reply the person heard
         except (WebSocketDisconnect, RuntimeError):
