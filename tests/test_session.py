@@ -32,6 +32,7 @@ class Turns:
         self.replies: list[str] = []  # each stopped turn's reply as stored, then as cut
         self.words, self.word_s, self.audio_every = words, word_s, audio_every
         self.lane, self.routed, self.decisions = "chat", [], []
+        self.settings = Settings()  # the upload limits push-to-talk is heard within
 
     async def stream(self, request, tts=None, keep_stopped=None, hold=None, playback=None):
         self.started.append(request.text)
@@ -400,7 +401,7 @@ def test_the_page_hands_a_typed_question_to_the_open_call_and_runs_none_itself()
         def __init__(self):
             self.said: list[str] = []
 
-        async def say(self, text):
+        async def say(self, text, source="typed"):
             self.said.append(text)
 
     async def run():
@@ -413,8 +414,9 @@ def test_the_page_hands_a_typed_question_to_the_open_call_and_runs_none_itself()
 
     call, turns, outs = asyncio.run(run())
     assert call.said == ["hi there"] and turns.started == []
-    ((history, box, _audio),) = outs
-    assert history == [{"role": "user", "content": "hi there"}] and box == ""
+    assert outs[0][1] == ""  # the box cleared
+    assert outs[-1][0] == [{"role": "user", "content": "hi there"}]  # shown; the call answers
+    assert all(not isinstance(o[2], bytes) for o in outs)  # the page plays nothing
 
 
 def test_push_to_talk_during_a_call_is_a_turn_of_the_call_and_the_page_plays_nothing():
@@ -452,7 +454,8 @@ def test_push_to_talk_during_a_call_is_a_turn_of_the_call_and_the_page_plays_not
     assert turns.started == ["what time is it"] and turns.sources == ["voice"]
     assert turns.stored == [("what time is it", "done")]
     assert len(page.audio) == 1  # the call said the reply
-    history, _audio, recorder = outs[-1]
+    history = [o[0] for o in outs if isinstance(o[0], list)][-1]
+    recorder = outs[-1][2]
     assert history[-1] == {"role": "user", "content": "🎤 what time is it"}
     assert all(o[1] is not None and not isinstance(o[1], bytes) for o in outs)  # page: no audio
     assert recorder is None  # the recorder is cleared for the next turn

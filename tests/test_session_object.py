@@ -14,6 +14,7 @@ from assistant.call.calls import Calls
 from assistant.errors import BadInput
 from assistant.records import RouteDecision, TurnEvent, TurnResult
 from assistant.session import Ask, Session, Sessions
+from assistant.settings import Settings
 from assistant.store.db import Store
 from assistant.turns.conversations import Conversations
 from tests.test_layout import _imports, _modules
@@ -249,3 +250,86 @@ def test_a_jobs_notice_goes_one_way_said_in_the_call_else_on_the_page():
     assert again.shown == [] and again.to_say == ""
     assert no_call.shown == ["❌ Job j2 failed: engine down"]
     assert no_call.to_say == "Your delegated job failed."  # no call: the page says it
+
+
+class OpenCall:
+    """A call open for the login: what the session told it to say."""
+
+    def __init__(self, owner: str, conversation_id: str | None):
+        self.owner, self.conversation_id = owner, conversation_id
+        self.said: list[tuple[str, str]] = []
+
+    async def say(self, text: str, source: str = "typed") -> None:
+        self.said.append((text, source))
+
+
+class HeardStt:
+    """Speech to text that hears one sentence in any audio."""
+
+    def transcribe(self, samples, **options):
+        from assistant.records import Transcript
+
+        return Transcript("and the weather?", "en", len(samples) / 16000, 1.0)
+
+
+def test_the_pages_turn_during_a_call_is_the_calls_and_a_clients_never_is(tmp_path: Path):
+    """The session, not the page, decides: while the login has a call open, a question typed
+    or said with push-to-talk on the page is a turn of the call (answered aloud there, never
+    played beside it into its microphone); a delegated one and a client's request are not;
+    audio that cannot be heard is said so and reaches nobody."""
+    import numpy as np
+
+    from assistant.speech.audio import wav_bytes
+
+    wav = tmp_path / "ptt.wav"
+    wav.write_bytes(wav_bytes(np.zeros(8000, "<i2").tobytes(), 16000))
+
+    async def run():
+        pipeline, calls = SlowPipeline(words=1), Calls()
+        pipeline.settings = Settings()  # the upload limits push-to-talk is heard within
+        session = Session("alice", "c1", pipeline, calls)  # type: ignore[arg-type]
+        call = OpenCall("alice", "c1")
+        calls.join(call)  # type: ignore[arg-type]
+        got: dict[str, list[TurnEvent]] = {k: [] for k in ("typed", "ptt", "bad", "deep", "api")}
+        await _read(session.ask(Ask(text="what's the time?", from_page=True)), got["typed"])
+        ptt = Ask(audio=str(wav), source="voice", from_page=True)
+        await _read(session.ask(ptt, stt=HeardStt()), got["ptt"])
+        bad = Ask(audio=b"not audio at all", source="voice", from_page=True)
+        await _read(session.ask(bad, stt=HeardStt()), got["bad"])
+        deep = Ask(text="plan my year", force_deep=True, from_page=True)
+        await _read(session.ask(deep), got["deep"])
+        await _read(session.ask(Ask(text="hi", source="api")), got["api"])
+        return pipeline, call, got
+
+    pipeline, call, got = asyncio.run(run())
+    assert call.said == [("what's the time?", "typed"), ("and the weather?", "voice")]
+    assert got["typed"] == [] and [(e.kind, e.text) for e in got["ptt"]] == [
+        ("transcript", "and the weather?")
+    ]
+    (error,) = got["bad"]
+    assert error.kind == "error" and error.text.startswith("I couldn't use that audio")
+    assert [r.text for r in pipeline.requests] == ["plan my year", "hi"]
+    assert got["deep"][-1].kind == got["api"][-1].kind == "done"
+
+
+def test_a_delegated_task_is_a_job_of_the_sessions_login_and_conversation(tmp_path: Path):
+    """The Gradio API's `delegate` queues work through the session, like every other way in:
+    the job is the session's login's, and the same key gives it back."""
+    from types import SimpleNamespace
+
+    from assistant.jobs import JobQueue
+
+    store = Store(tmp_path / "a.db")
+    try:
+        jobs = JobQueue(store, Settings())
+        pipeline = SimpleNamespace(chat=SimpleNamespace(jobs=jobs))
+        sessions = Sessions(lambda: pipeline, Conversations(store), Calls())  # type: ignore[arg-type, return-value]
+        api = sessions.none("alice")
+        first, again = api.delegate("a long task", "k1"), api.delegate("a long task", "k1")
+        in_conversation = sessions.of("alice", None).delegate("another task")
+        owned = [j.id for j in jobs.owned("alice")]
+    finally:
+        store.close()
+    assert first.id == again.id and first.owner == in_conversation.owner == "alice"
+    assert first.id != in_conversation.id
+    assert sorted(owned) == sorted([first.id, in_conversation.id])

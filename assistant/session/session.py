@@ -19,12 +19,15 @@ from collections.abc import AsyncIterator, Coroutine
 from typing import TYPE_CHECKING, Any
 
 from assistant.call.calls import Calls
+from assistant.errors import AssistantError
 from assistant.records import RouteDecision, TurnEvent
 from assistant.turns.pipeline import Pipeline, Playback, TurnRequest
 from assistant.turns.stream import cancel_all
+from assistant.turns.voice import transcribe
 
 if TYPE_CHECKING:
     from assistant.call.call import Call
+    from assistant.records import Job
 
 _END = object()
 
@@ -66,7 +69,17 @@ class Session:
     ) -> AsyncIterator[TurnEvent]:
         """The turn's events, the last "done" unless it was stopped. `supersede`: a newer
         turn stops the one running (the page; a `/v1` client may send several at once).
-        `models`: the pipeline's per-turn parts (`stt`, `tts`, and a call's `hold`, ...)."""
+        `models`: the pipeline's per-turn parts (`stt`, `tts`, and a call's `hold`, ...);
+        `voice`, instead of `tts`: how to get the login's voice, asked only for a turn spoken
+        here (`ask.speak`, and not handed to a call, which speaks in its own)."""
+        call = self.call if ask.from_page and not ask.force_deep else None
+        if call is not None:
+            async with contextlib.aclosing(self._in_call(call, ask, models.get("stt"))) as said:
+                async for event in said:
+                    yield event
+            return
+        if (voice := models.pop("voice", None)) is not None:
+            models["tts"] = await voice() if ask.speak else None
         if supersede:
             await self.stop("a newer turn")
         self.stopped_why = None
@@ -85,6 +98,32 @@ class Session:
             # the reader left (Stop, a client gone, the page closed): the turn stops with it
             if not task.done():
                 await cancel_all([task])
+
+    def delegate(self, text: str, key: str | None = None) -> Job:
+        """`text` handed to the deep lane as a job of this session's login (and conversation,
+        when it has one), with no turn to answer it: a client that only queues work (the
+        Gradio API's `delegate`). The same key gives back the same job."""
+        jobs = self.pipeline.chat.jobs
+        if jobs is None:
+            raise AssistantError("deep jobs are off in this process")
+        return jobs.submit(self.owner, text, key=key, conversation_id=self.conversation_id)
+
+    async def _in_call(self, call: Call, ask: TurnRequest, stt: Any) -> AsyncIterator[TurnEvent]:
+        """The page's turn while a call is open: a turn of the call, answered aloud there (a
+        reply played by the page beside the call would reach the call's microphone and be
+        heard as the person). Push-to-talk is heard here, then said to the call; the events
+        are only what the page shows of it (what was heard, or why it could not be)."""
+        text, source = ask.text, "typed"
+        if ask.audio is not None:
+            try:
+                heard = await transcribe(ask.audio, stt, self.pipeline.settings, self.owner)
+            except AssistantError as e:  # bad audio, or the speech server failed
+                yield TurnEvent("error", text=f"I couldn't use that audio: {e}")
+                return
+            text, source = heard.text, "voice"
+            yield TurnEvent("transcript", text=text)
+        if text.strip():
+            await call.say(text, source=source)
 
     def keep(self, work: Coroutine[Any, Any, None], name: str) -> asyncio.Task[None]:
         """Run `work`, a turn however it reaches the person (a call's reply spoken on its

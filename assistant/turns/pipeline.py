@@ -51,6 +51,9 @@ class TurnRequest:
     received_ms: float | None = None
     """When the request arrived, or speech ended (`now_ms()`): latency counts from here."""
     source: str = "text"
+    from_page: bool = False
+    """Typed or said on the page: while the login has a call open, the call answers it aloud
+    (`Session.ask`); a client's request is always answered to the client."""
     job_key: str | None = None
     """Idempotency key of the job a deep decision hands off: one job per key."""
     heard_ms: dict[str, float] = field(default_factory=dict)

@@ -64,7 +64,7 @@ class Api:
         owner = owner_of(self.settings, request)
         try:
             text = check_text(text, self.settings.max_text_chars)
-            job = self.queue.submit(owner, text, key=key or None)
+            job = self.sessions.none(owner).delegate(text, key or None)
         except AssistantError as e:
             raise gr.Error(str(e)) from e
         return _public(job.as_json())

@@ -212,16 +212,12 @@ class Turns:
             return
         owner = owner_of(self.settings, request)
         session = session_of(self.sessions, tab, owner)
-        call = None if deep else session.call
-        if call is not None:
-            # answered in the call, aloud: the call shows it and reloads the conversation
-            await call.say(text)
-            yield [*(history or []), {"role": "user", "content": text}], "", gr.skip()
-            return
         view = TurnView(history, text)
-        tts = await self._tts(owner) if speak else None
-        ask = Ask(text=text, speak=speak, force_deep=deep, job_key=key.strip()[:200] or None)
-        turn = session.ask(ask, tts=tts)
+        ask = Ask(
+            text=text, speak=speak, force_deep=deep, job_key=key.strip()[:200] or None,
+            from_page=True,
+        )  # fmt: skip
+        turn = session.ask(ask, voice=lambda: self._tts(owner))
         cleared = False
         async with contextlib.aclosing(self._stream(view, turn, tab)) as outs:
             async for history_out, audio in outs:
@@ -262,17 +258,10 @@ class Turns:
             yield view.history, gr.skip(), None
             return
         session = session_of(self.sessions, tab, owner)
-        call = session.call
-        if call is not None:
-            # a turn of the call, answered aloud there: a reply played by the page beside the
-            # call would reach the call's microphone and be heard as the person
-            async with contextlib.aclosing(self._to_call(call, view, audio_path, stt)) as outs:
-                async for out in outs:
-                    yield out
-            return
-        tts = await self._tts(owner) if speak else None
-        ask = Ask(audio=audio_path, speak=speak, received_ms=received, source="voice")
-        turn = session.ask(ask, stt=stt, tts=tts)
+        ask = Ask(
+            audio=audio_path, speak=speak, received_ms=received, source="voice", from_page=True
+        )
+        turn = session.ask(ask, stt=stt, voice=lambda: self._tts(owner))
         async with contextlib.aclosing(self._stream(view, turn, tab)) as outs:
             async for history_out, audio in outs:
                 yield history_out, audio, gr.skip()
@@ -280,23 +269,6 @@ class Turns:
         if notice:  # the embedded model stood in for a failed speech server: said once
             gr.Warning(notice)
         yield gr.skip(), gr.skip(), None  # clear the recorder for the next turn
-
-    async def _to_call(
-        self, call: Any, view: TurnView, audio: str, stt: Any
-    ) -> AsyncIterator[tuple[Any, ...]]:
-        """Push-to-talk during a call: heard here, then said to the call as its turn."""
-        from assistant.turns.voice import transcribe
-
-        try:
-            heard = await transcribe(audio, stt, self.settings)
-        except AssistantError as e:  # bad audio, or the speech server failed
-            view.apply(TurnEvent("error", text=f"I couldn't use that audio: {e}"))
-            yield view.history, gr.skip(), None
-            return
-        view.apply(TurnEvent("transcript", text=heard.text))
-        if heard.text.strip():
-            await call.say(heard.text, source="voice")
-        yield view.history, gr.skip(), None  # no audio here: the call speaks the reply
 
     async def _tts(self, owner: str) -> Any:
         return await voice_of(self.speech, self.sessions.conversations.prefs(owner))
