@@ -194,7 +194,7 @@ class Runtime:
             speech_calls=speech_calls,
         )
         # run by whoever owns the loop (the server's lifespan, a bench)
-        self.loop_lag = LoopLag(self.metrics.loop_lag.observe)
+        self.loop_lag = LoopLag(self.metrics.loop_lag.observe, self.metrics.loop_held.observe)
 
     def _job_fits(self, text: str, budget: int) -> None:
         """A job's text is refused at once when it cannot fit the engine's context window."""
