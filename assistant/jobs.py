@@ -13,7 +13,7 @@ import os
 import socket
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from assistant import limits
@@ -63,6 +63,21 @@ class JobQueue:
         """Checks that a job's text and budget fit the engine's context window (raises
         ContextFull), where the engine is known here; else the worker finds out."""
         self.wake = asyncio.Event()
+        self.inline_running: dict[str, int] = {}
+        """Each login's inline deep answers running in this process."""
+
+    @contextlib.contextmanager
+    def inline(self, owner: str) -> Iterator[None]:
+        """An inline deep answer (`/v1` with high effort, `chat --deep`) counts as one of the
+        login's jobs while it runs (`max_jobs_per_user`); refused (Busy) past the limit."""
+        self._check_room(owner)
+        self.inline_running[owner] = self.inline_running.get(owner, 0) + 1
+        try:
+            yield
+        finally:
+            self.inline_running[owner] -= 1
+            if not self.inline_running[owner]:
+                del self.inline_running[owner]
 
     def submit(
         self,
@@ -99,9 +114,8 @@ class JobQueue:
         return job
 
     def _check_room(self, owner: str) -> None:
-        why = limits.jobs_refusal(
-            self.store.active_job_count(owner), self.settings.max_jobs_per_user
-        )
+        active = self.store.active_job_count(owner) + self.inline_running.get(owner, 0)
+        why = limits.jobs_refusal(active, self.settings.max_jobs_per_user)
         if why is not None:
             raise Busy(why)
 
@@ -187,7 +201,8 @@ class JobWorker:
         self.store.recover_running(worker_is_dead)
         try:
             while True:
-                while len(self.tasks) < self.scheduler.deep_max:
+                # the app's inline deep answers take places of the deep cap too
+                while len(self.tasks) + self.scheduler.peer_deep < self.scheduler.deep_max:
                     job = self.store.claim_job(self.worker_id, LEASE_S)
                     if job is None:
                         break
@@ -235,6 +250,7 @@ class JobWorker:
             lambda partial: self.prompts.deep(job.prompt, partial=partial),
             progress.reply,  # continues the answer kept so far
             budget=job.budget,
+            owner=job.owner,  # logins take turns on the deep lane too
             on_segment=segment_ended,
         )
         try:

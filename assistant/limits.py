@@ -10,8 +10,11 @@ a person (or a client) over it reads which one and what to do; other logins are 
   (`web.openai.route.Admission`).
 - page and Gradio API turns (Gradio events) waiting or running: `max_turns_per_user` (8);
   429, which the page shows (`cap_page_turns` on Gradio's queue; `max_queue` in all).
-- deep jobs queued or running: `max_jobs_per_user` (5); the page's message, 429 on `/v1`
-  (`jobs.JobQueue`).
+- deep jobs queued or running: `max_jobs_per_user` (5), an inline deep answer counted as one
+  while it runs; the page's message, 429 on `/v1` (`jobs.JobQueue`).
+- requests at the engine at once, per lane, whatever way they came in: `max_engine_per_user`
+  (with two logins or more: the engine's slots minus one, else 2); not refused: the rest wait
+  in the app and logins take turns (`engine.lanes.LaneScheduler`, `login_share`).
 - upload bytes per day: `max_upload_bytes_per_day` (64 MB), page uploads and `/v1/audio`
   together; 429 (`DailyBytes`, counted in `web.edge.security` and `web.openai.audio`).
 - places on the speech pools: `SPEECH_SHARE` (1) per login; a login's next call waits for its

@@ -85,6 +85,13 @@ class AppMetrics:
             buckets=BUCKETS_S,
             registry=self.registry,
         )
+        self.loop_held = Histogram(
+            "assistant_event_loop_held_seconds",
+            "The event loop's lag less the time its thread waited for a CPU that other work "
+            "had: how long the process's own work held the loop (seconds)",
+            buckets=BUCKETS_S,
+            registry=self.registry,
+        )
         self.registry.register(_Live(depth, job_counts, speech_calls))
 
     def observe(self, lane: str, timings: Timings) -> None:

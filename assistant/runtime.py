@@ -21,7 +21,7 @@ from assistant.engine.embedded import (
     EmbeddedEngine,
 )
 from assistant.engine.embedded_lanes import start_lanes
-from assistant.engine.lanes import LaneScheduler
+from assistant.engine.lanes import LaneScheduler, login_share
 from assistant.engine.transcript import TranscriptPrompt
 from assistant.errors import EngineUnavailable
 from assistant.jobs import JobQueue, JobWorker
@@ -171,18 +171,23 @@ class Runtime:
         )
         if embedded:  # its tokenizer is known (and its server counts nothing)
             self.engine.window.rate = TOKEN_RATE
+        # a login's requests at the engine at once, however they came in (issue 49)
+        share = login_share(settings.max_engine_per_user, self.info.slots, len(settings.auth))
         if lanes and self.info.slots:
             # an engine process per lane: each lane waits only for its own slots
             deep_max = settings.deep_max_in_flight or self.info.slots
             self.scheduler = LaneScheduler(
                 deep_max_in_flight=deep_max,
                 lane_slots={"chat": self.info.slots, "deep": self.info.slots},
+                share=share,
             )
         else:
             deep_max = settings.deep_max_in_flight or (
                 max(1, self.info.slots - 1) if self.info.slots else 2
             )
-            self.scheduler = LaneScheduler(deep_max_in_flight=deep_max, slots=self.info.slots)
+            self.scheduler = LaneScheduler(
+                deep_max_in_flight=deep_max, slots=self.info.slots, share=share
+            )
         self._router: Any = None
         self.jobs = JobQueue(self.store, settings, fits=self._job_fits)
         self.calls = Calls()
@@ -194,7 +199,7 @@ class Runtime:
             speech_calls=speech_calls,
         )
         # run by whoever owns the loop (the server's lifespan, a bench)
-        self.loop_lag = LoopLag(self.metrics.loop_lag.observe)
+        self.loop_lag = LoopLag(self.metrics.loop_lag.observe, self.metrics.loop_held.observe)
 
     def _job_fits(self, text: str, budget: int) -> None:
         """A job's text is refused at once when it cannot fit the engine's context window."""

@@ -126,6 +126,14 @@ class Settings:
     """`/v1` requests one login may have running at once (`max_queue` bounds them all)."""
     max_turns_per_user: int = 8
     """Page and Gradio API events (turns) one login may have waiting or running at once."""
+    max_engine_per_user: int = 0
+    """One login's requests at the engine at once on each lane, whatever way they came in (the
+    rest wait their turn in the app, logins taking turns); 0: with two logins or more, the
+    engine's slots minus one where the app knows them, else 2; with fewer, no bound
+    (`engine.lanes.login_share`)."""
+    deep_inline_deadline_s: float = 1800.0
+    """An inline deep answer's deadline (`/v1` with high effort, `chat --deep`), its waits for
+    the deep lane included: past it the answer ends with what it has."""
     max_upload_bytes_per_day: int = 64 * 1024 * 1024
     """Upload bytes a login may send in a day (page uploads and `/v1/audio`; `limits`)."""
     admins: tuple[str, ...] | None = None
@@ -333,6 +341,8 @@ def load_settings(env: dict[str, str] | None = None, toml_path: Path | None = No
             "max_queue",
             "max_api_per_user",
             "max_turns_per_user",
+            "max_engine_per_user",
+            "deep_inline_deadline_s",
             "max_upload_bytes_per_day",
             "cache_max_age_s",
             "login_max_age_s",

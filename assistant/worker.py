@@ -7,9 +7,10 @@ it (`WorkerProcess`): restarted with bounded backoff if it dies alone, and it en
 (the link closes when the app's process does, even on `kill -9`). The store is the queue and
 carries progress, so the web process only reads it.
 
-One socket joins the two processes (`Wire`, newline-delimited JSON):
+One socket joins the two processes (`worker_wire.Wire`, newline-delimited JSON):
 - app -> worker: `{"wake": 1}` a job was queued or retried; `{"chat": id, "on": bool}` a chat
-  turn was admitted or ended;
+  turn was admitted or ended; `{"deep": n}` the app's inline deep answers at the engine (they
+  share `deep.max_in_flight` with the jobs);
 - worker -> app: `{"ok": id}` room was made for that chat turn; `{"deep": n, "preempted": k}`
   deep requests at the engine, and how many times deep work yielded so far.
 The worker mirrors each chat turn in its own `LaneScheduler`, so on a one-slot engine a chat turn
@@ -23,25 +24,22 @@ start the app with `assistant serve --no-worker`.
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
 import itertools
-import json
 import logging
 import os
-import pickle
 import signal
 import socket
 import sys
 import time
-from collections.abc import AsyncIterator
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from assistant.datadir import UMASK
-from assistant.engine.lanes import LaneScheduler, Ticket
+from assistant.engine.lanes import DeepCount, LaneScheduler, Ticket
 from assistant.leftovers import Leftovers
 from assistant.settings import Settings
+from assistant.worker_wire import Hello, Wire, wire_of
 
 if TYPE_CHECKING:
     from assistant.jobs import JobQueue
@@ -59,54 +57,6 @@ STOP_GRACE_S = 15.0
 """How long a stopping worker gets to hand its jobs back to the queue before it is killed."""
 
 
-@dataclass(frozen=True)
-class Hello:
-    """The first message to a linked worker: the app's settings, read once there."""
-
-    settings: Settings
-    embedded: bool
-    """The engine at `settings.engine_url` is the app's embedded llama.cpp: prompted as a
-    transcript, one slot, and never probed (a request interrupts its generation)."""
-    lanes: bool = True
-    """False: no lane scheduling (the QoS bench's baseline)."""
-
-    def encode(self) -> bytes:
-        return base64.b64encode(pickle.dumps(self)) + b"\n"
-
-    @staticmethod
-    def decode(line: bytes) -> Hello:
-        # the link is a socket pair between a parent and the child it started: trusted
-        return pickle.loads(base64.b64decode(line))
-
-
-class Wire:
-    """Newline-delimited JSON messages both ways over one stream."""
-
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter):
-        self.reader = reader
-        self.writer = writer
-
-    def send(self, **message: Any) -> None:
-        if not self.writer.is_closing():
-            self.writer.write(json.dumps(message).encode() + b"\n")
-
-    async def messages(self) -> AsyncIterator[dict[str, Any]]:
-        """Until the other side closes."""
-        while line := await self.reader.readline():
-            with contextlib.suppress(ValueError):
-                yield json.loads(line)
-
-    async def close(self) -> None:
-        self.writer.close()
-        with contextlib.suppress(OSError, ConnectionError):
-            await self.writer.wait_closed()
-
-
-async def _wire(sock: socket.socket) -> Wire:
-    reader, writer = await asyncio.open_unix_connection(sock=sock, limit=2**20)
-    return Wire(reader, writer)
-
-
 class WorkerPeer:
     """The web process's view of the worker's scheduler (a `LanePeer`)."""
 
@@ -116,6 +66,8 @@ class WorkerPeer:
         self.preemptions = 0
         """Deep requests the worker stopped or saw cut to make room, as it last said."""
         self.wire: Wire | None = None
+        self.told = -1
+        """The app's own deep requests, as last told to the worker."""
         self._ids = itertools.count(1)
         self._sent: dict[Ticket, int] = {}
         self._acks: dict[int, asyncio.Future[None]] = {}
@@ -144,6 +96,12 @@ class WorkerPeer:
         if key is not None and self.wire is not None:
             self.wire.send(chat=key, on=False)
 
+    def tell(self, deep: int) -> None:
+        """The app's deep requests at the engine, when they changed."""
+        if self.wire is not None and deep != self.told:
+            self.told = deep
+            self.wire.send(deep=deep)
+
     def handle(self, message: dict[str, Any]) -> None:
         if "ok" in message:
             ack = self._acks.get(message["ok"])
@@ -154,7 +112,7 @@ class WorkerPeer:
             self.preemptions = int(message.get("preempted", self.preemptions))
 
     def attach(self, wire: Wire | None) -> None:
-        self.wire = wire
+        self.wire, self.told = wire, -1
         if wire is None:  # the worker is gone: so are its requests, and nobody will answer
             self.deep_running = 0
             for ack in self._acks.values():
@@ -225,15 +183,21 @@ class WorkerProcess:
             theirs.close()
             await asyncio.to_thread(self.leftovers.add_process, self.proc.pid, "job worker")
             self.starts += 1
-            wire = await _wire(ours)
+            wire = await wire_of(ours)
             wire.writer.write(self.hello.encode())
             self.peer.attach(wire)
+            deep = self.scheduler.running["deep"]
+            self.scheduler.on_change = lambda: self.peer.tell(len(deep))
+            self.peer.tell(len(deep))
             self.ready.set()
             wakes = asyncio.create_task(self._forward_wakes(wire))
             try:
                 async for message in wire.messages():
                     self.peer.handle(message)
+                    if "deep" in message:  # an inline deep answer waiting for room
+                        await self.scheduler.recount()
             finally:
+                self.scheduler.on_change = None
                 wakes.cancel()
                 await asyncio.gather(wakes, return_exceptions=True)
             return _exit(await self.proc.wait())
@@ -333,7 +297,7 @@ async def serve_linked(fd: int) -> None:
     """The linked worker: settings from the app, jobs until the app closes the link."""
     from assistant.runtime import Runtime
 
-    wire = await _wire(socket.socket(fileno=fd))
+    wire = await wire_of(socket.socket(fileno=fd))
     hello = Hello.decode(await wire.reader.readline())
     rt = await asyncio.to_thread(Runtime, hello.settings, start_engine=False,
                                  engine_is_embedded=hello.embedded)  # fmt: skip
@@ -346,6 +310,7 @@ async def serve_linked(fd: int) -> None:
 
 async def _serve(rt: Runtime, wire: Wire, lanes: bool) -> None:
     rt.scheduler.enabled = lanes
+    rt.scheduler.peer = app = DeepCount()
     mirror = ChatMirror(rt.scheduler, wire)
     reported = (-1, -1)
 
@@ -364,6 +329,10 @@ async def _serve(rt: Runtime, wire: Wire, lanes: bool) -> None:
                 rt.jobs.wake.set()
             elif "chat" in message:
                 mirror.update(int(message["chat"]), bool(message.get("on")))
+            elif "deep" in message:  # the app's inline deep answers: room for jobs changed
+                app.deep_running = int(message["deep"])
+                await rt.scheduler.recount()
+                rt.jobs.wake.set()
 
     serving = asyncio.create_task(rt.worker().serve(), name="job-worker")
     following = asyncio.create_task(follow(), name="link")

@@ -32,6 +32,7 @@ TIERS = {
     "test_browser_remote_speech": ("browser", "process", "model"),
     "test_listener": ("model",),
     "test_attacks": ("process",),
+    "test_attacks_fair": ("process",),
     "test_attacks_local": ("process",),
     "test_attacks_sessions": ("process",),
     "test_build": ("process",),

@@ -618,21 +618,24 @@ def test_v1_refuses_malformed_input_as_a_client_error(open_app, body, why):
 
 
 def loop_lag_over(app: App, seconds: float) -> int:
-    """How many of the app's event-loop lag samples so far were over `seconds` (a bucket
-    bound of `assistant_event_loop_lag_seconds`)."""
+    """How many of the app's event-loop samples so far had the loop held for over `seconds`
+    by the app's own work (a bucket bound of `assistant_event_loop_held_seconds`: the lag
+    less the time the loop's thread waited for a CPU that other processes had, so a busy
+    machine is not taken for a stalled app; issue 48, item 6)."""
     text = httpx.get(app.url + "metrics", timeout=30).text
     count = bucket = None
     for line in text.splitlines():
-        if line.startswith("assistant_event_loop_lag_seconds_count"):
+        if line.startswith("assistant_event_loop_held_seconds_count"):
             count = float(line.split()[-1])
-        elif line.startswith(f'assistant_event_loop_lag_seconds_bucket{{le="{seconds}"}}'):
+        elif line.startswith(f'assistant_event_loop_held_seconds_bucket{{le="{seconds}"}}'):
             bucket = float(line.split()[-1])
     assert count is not None and bucket is not None, text[:500]
     return int(count - bucket)
 
 
 def quiet_loop(app: App, for_s: float = 2.0) -> bool:
-    """Whether the app's event loop had no lag sample over 50 ms for `for_s` seconds."""
+    """Whether the app's own work held its event loop no longer than 50 ms at a time for
+    `for_s` seconds."""
     before = loop_lag_over(app, 0.05)
     time.sleep(for_s)
     return loop_lag_over(app, 0.05) == before
@@ -658,6 +661,12 @@ WORST_TEXT = {
     # a client's title task whose chat is blank lines (housekeeping's HISTORY_LINE)
     "housekeeping": v1_body([{"role": "user", "content": TITLE_TASK + "\n" * 7800}]),
 }  # fmt: skip
+STALL_S = 1.0
+"""A stall of the app's event loop, as the attack tests see one (a bucket bound of its held
+figure). The stalls they guard against lasted seconds (the cubic pattern: bob waited 20 s;
+sentence splitting on the loop: 2.8 s); what is left is well under this (measured: under
+50 ms a sample alone, up to 250 ms on a shared two-core machine) and is the load bench's
+figure, not a test's: a bound nearer it failed on a machine busy with other work."""
 SAMPLE_RATE_16K = 16000
 WORST_SPEECH = {"numbered": "1. " * 2600, "spaces": "a" + " " * 7990 + "b", "brackets": "[" * 7990}
 """Sentence splitting (pysbd: quadratic in sentences) and the cleaning patterns (spaces before
@@ -667,13 +676,15 @@ no mark, brackets that never close) of `/v1/audio/speech`."""
 def test_no_client_text_holds_up_another_login(guarded):
     """Every parser of client text on the worst inputs found (issue 38, findings 1 and 8),
     sent by ann while bob asks for the model list: bob's answers keep coming and the app's
-    event loop never stalls (its own lag samples). How long bob waits is a figure for the
-    load benchmark (`assistant.devtools.loadbench`, its loop lag and latencies), not here."""
+    event loop is never held by its own work (its own samples, less the time other processes
+    had the CPU: a machine that is busy anyway is no stall of the app's). How long bob waits
+    is a figure for the load benchmark (`assistant.devtools.loadbench`, its loop lag and
+    latencies), not here."""
     url = guarded.url + "v1/"
     speak = {"model": "tts-1", "voice": "alloy", "input": "Ready."}
     assert httpx.post(url + "audio/speech", json=speak, headers=bearer("ann"), timeout=120)
     wait_until(lambda: quiet_loop(guarded), 120, "the app to finish starting (models loaded)")
-    before = loop_lag_over(guarded, 0.25)
+    before = loop_lag_over(guarded, STALL_S)
     answered: list[int] = []  # bob's statuses, read by this thread once bob's has ended
     done = threading.Event()
 
@@ -709,9 +720,8 @@ def test_no_client_text_holds_up_another_login(guarded):
             watcher.result()
     assert all(s in (200, 400) for s in statuses.values()), statuses
     assert len(answered) > during > 0 and set(answered) == {200}, answered
-    # no sample of the loop's lag over 250 ms (generous: 50 ms at most when measured alone,
-    # one request at a time; the machine is shared)
-    assert loop_lag_over(guarded, 0.25) == before
+    # no sample with the loop held for a second or more by the app's own work
+    assert loop_lag_over(guarded, STALL_S) == before
 
 
 def speech_body(voice: str) -> dict[str, Any]:

@@ -21,7 +21,16 @@ from assistant.engine.client import Engine
 from assistant.engine.fold import Fold, folded
 from assistant.engine.lanes import LaneScheduler, Ticket
 from assistant.engine.window import ContextRefused
-from assistant.records import CRASHED, CUT, INTERRUPTED, STALLED, Message, Reply, StreamEvent
+from assistant.records import (
+    CRASHED,
+    CUT,
+    INTERRUPTED,
+    STALLED,
+    TIMED_OUT,
+    Message,
+    Reply,
+    StreamEvent,
+)
 from assistant.settings import LaneConfig
 
 log = logging.getLogger(__name__)
@@ -50,7 +59,9 @@ class Generation:
     each request's own `max_tokens` in `options`. `resume_on`: the ends after which the
     answer continues (by default every `RESUMABLE` one on the deep lane, none on the chat
     lane, whose turn reports an incomplete reply instead of a second request); a stretch
-    races its ticket's preemption only when `PREEMPTED` is among them."""
+    races its ticket's preemption only when `PREEMPTED` is among them. `owner`: the login it is
+    for (its turn and its share at the lanes). `deadline_s`: the whole answer's, waits for the
+    lane included; past it the answer ends "timeout" with what it has."""
 
     def __init__(
         self,
@@ -64,6 +75,8 @@ class Generation:
         resume_on: tuple[str, ...] | None = None,
         filter: Filter | None = None,
         on_segment: Callable[[str | None], None] | None = None,
+        owner: str | None = None,
+        deadline_s: float | None = None,
         **options: Any,
     ):
         self.engine = engine
@@ -79,6 +92,8 @@ class Generation:
         self.on_segment = on_segment
         """Called with each stretch's finish reason as it ends, preempted or not (a job saves
         its progress and counts the engine's crashes)."""
+        self.owner = owner
+        self.deadline_s = deadline_s
         self.options = options
         self.resumes = 0
         self.queue_ms = 0.0
@@ -104,6 +119,8 @@ class Generation:
         it holds back at a preemption comes out with the next stretch); `reply` folds what
         the engine sent, so a resumed request continues the answer as the model wrote it."""
         stream = self._stretches()
+        if self.deadline_s is not None:
+            stream = self._until_deadline(stream, self.deadline_s)
         if self.filter is not None:
             stream = self.filter(stream)
         async with contextlib.aclosing(stream) as events:  # type: ignore[type-var]
@@ -133,7 +150,8 @@ class Generation:
             return
 
     async def _segment(self) -> AsyncIterator[StreamEvent]:
-        async with self.scheduler.admit(self.lane.name) as ticket:  # type: ignore[arg-type]
+        lane = self.lane.name
+        async with self.scheduler.admit(lane, self.owner) as ticket:  # type: ignore[arg-type]
             self.queue_ms += ticket.queue_ms
             options = dict(self.options)
             if self.budget is not None:
@@ -163,6 +181,38 @@ class Generation:
                 finally:
                     self.generated += fold.tokens
                 return
+
+    async def _until_deadline(
+        self, events: AsyncIterator[StreamEvent], deadline_s: float
+    ) -> AsyncIterator[StreamEvent]:
+        """`events` until `deadline_s` from now; then the answer ends "timeout", keeping what
+        was folded (an inline deep answer cannot wait for the deep lane, or run, forever)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + deadline_s
+        step: asyncio.Future[StreamEvent] | None = None
+        try:
+            while True:
+                step = asyncio.ensure_future(anext(events))  # type: ignore[arg-type]
+                done, _ = await asyncio.wait({step}, timeout=max(0.0, deadline - loop.time()))
+                if step not in done:  # its admission or its stream let go before the end
+                    step.cancel()
+                    await asyncio.gather(step, return_exceptions=True)
+                    self.reply.finish_reason, self.reply.incomplete = TIMED_OUT, True
+                    log.info("%s: past its deadline of %.0f s", self.lane.name, deadline_s)
+                    yield StreamEvent("finish", finish_reason=TIMED_OUT)
+                    return
+                try:
+                    ev = step.result()
+                except StopAsyncIteration:
+                    return
+                yield ev
+        finally:
+            # a step still running (this answer cancelled) is stopped first: a generator
+            # cannot be closed while it is being read
+            if step is not None and not step.done():
+                step.cancel()
+                await asyncio.gather(step, return_exceptions=True)
+            await events.aclose()  # type: ignore[attr-defined]
 
     async def _fitted(self, options: dict[str, Any], budget: int) -> list[Message]:
         """The request for the answer so far, fitted to the engine's context window: its oldest

@@ -102,17 +102,21 @@ class JobRows:
         return {r["state"]: r["n"] for r in rows}
 
     def claim_job(self, worker: str, lease_s: float, job_id: str | None = None) -> Job | None:
-        """Take the oldest queued job (or one whose lease expired) and lease it to `worker`.
-        A job whose lease expired was running when its worker died: that counts as a crash."""
+        """Take a queued job (or one whose lease expired) and lease it to `worker`: the oldest
+        of the login with the fewest jobs running, so logins take turns on the deep lane (one
+        login's five jobs do not all go before another's one; issue 49). A job whose lease
+        expired was running when its worker died: that counts as a crash."""
         now = self.clock()
         with self.tx() as db:
             sql = (
                 "SELECT * FROM jobs WHERE (state='queued' OR (state='running' AND lease_until<?))"
                 + (" AND id=?" if job_id else "")
-                + " ORDER BY created_at LIMIT 1"
+                + " ORDER BY (SELECT COUNT(*) FROM jobs AS r WHERE r.owner=jobs.owner"
+                " AND r.state='running' AND r.lease_until>=?), created_at LIMIT 1"
             )
             while True:
-                row = db.execute(sql, (now, job_id) if job_id else (now,)).fetchone()
+                args = (now, job_id, now) if job_id else (now, now)
+                row = db.execute(sql, args).fetchone()
                 if row is None:
                     return None
                 if row["state"] == "queued" or not _crashed(db, row["id"], row["crashes"], now):

@@ -202,10 +202,13 @@ class ChatService:
             past = self.history(conversation_id, history)
             note = "" if housekeeping else self.jobs_note(owner, conversation_id)
             run = self._run(text, lane, decision, past, result, rec, max_tokens, history,
-                            tools=not housekeeping, note=note)  # fmt: skip
-            async with contextlib.aclosing(run) as events:
-                async for event in events:
-                    yield event
+                            tools=not housekeeping, note=note, owner=owner)  # fmt: skip
+            # an inline deep answer is one of the login's jobs while it runs (issue 49)
+            inline = self.jobs.inline(owner) if lane.name == "deep" and self.jobs else None
+            with inline or contextlib.nullcontext():
+                async with contextlib.aclosing(run) as events:
+                    async for event in events:
+                        yield event
             if result.dropped and history is None and conversation_id:  # said once (the page)
                 result.window_notice = not out_of_view(self.store.turns(conversation_id))
             if result.delegate_requested:  # a yes to the last reply's offer: that task, in full
@@ -271,6 +274,7 @@ class ChatService:
         given: History = None,
         tools: bool = True,
         note: str = "",
+        owner: str | None = None,
     ) -> AsyncIterator[TurnEvent]:
         messages = self.prompts.chat(past, text, lane.history_tokens, note=note)
         if lane.name == "deep":
@@ -301,13 +305,16 @@ class ChatService:
                 # (an engine's cut or crash is reported, as on the chat lane: the person is
                 # waiting, and sees what arrived)
                 whole = self._attempt(
-                    messages, lane, result, reply, rec, budget=deep_budget, resume_on=YIELDED
-                )
+                    messages, lane, result, reply, rec, budget=deep_budget, resume_on=YIELDED,
+                    owner=owner, deadline_s=self.settings.deep_inline_deadline_s,
+                )  # fmt: skip
                 async with contextlib.aclosing(whole) as events:
                     async for event in events:
                         yield event
             else:
-                first = self._attempt(messages, lane, result, reply, rec, tools=offered, **budget)
+                first = self._attempt(
+                    messages, lane, result, reply, rec, tools=offered, owner=owner, **budget
+                )
                 async with contextlib.aclosing(first) as events:
                     async for event in events:
                         yield event
@@ -316,7 +323,7 @@ class ChatService:
                     # thinking off, never more
                     reply = Reply()
                     again = self._attempt(
-                        messages, lane, result, reply, rec, thinking=False, **budget
+                        messages, lane, result, reply, rec, thinking=False, owner=owner, **budget
                     )
                     async with contextlib.aclosing(again) as events:
                         async for event in events:
