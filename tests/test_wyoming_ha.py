@@ -68,10 +68,15 @@ class Served:
 
 @contextlib.asynccontextmanager
 async def serving(
-    settings: Settings, *, router: Any = None, words: int = 12, **changes: Any
+    settings: Settings,
+    *,
+    router: Any = None,
+    words: int = 12,
+    host: str = "127.0.0.1",
+    **changes: Any,
 ) -> AsyncIterator[Served]:
-    """The Wyoming server on a free loopback port, over a runtime whose engine is scripted
-    (`router`: a stub instead of the real classifier)."""
+    """The Wyoming server on a free port of `host`, over a runtime whose engine is scripted
+    (`router`: a stub instead of the real classifier); `changes` to the settings."""
     settings = replace(settings, engine_url="http://127.0.0.1:9/v1", **changes)
     rt = Runtime(settings)  # nothing answers on port 9: the engine is replaced below
     engine = FakeEngine(words=words, token_s=0.002, slots=None)
@@ -79,7 +84,7 @@ async def serving(
     if router is not None:
         rt._router = router
     server = WyomingServer(rt, SpeechModels(rt.settings))
-    await server.start(listening_socket("127.0.0.1", 0))
+    await server.start(listening_socket(host, 0))
     try:
         yield Served(rt, server, engine)
     finally:
