@@ -107,8 +107,6 @@ async def test_chunks_that_do_not_match_their_start_are_refused(settings):
         other = {**FMT, "rate": 8000}
         code, _ = await refused(app.port, AudioStart(**FMT), AudioChunk(audio=b"\0" * 64, **other))
         assert code == "bad-audio"
-        code, _ = await refused(app.port, AudioStart(**FMT), AudioChunk(audio=b"\0" * 63, **FMT))
-        assert code == "bad-audio"
         second = AudioChunk(audio=b"\0" * 32000, **FMT)  # one second each: over max_audio_s
         code, text = await refused(app.port, AudioStart(**FMT), second, second)
         assert code == "too-long" and "max_audio_s" in text

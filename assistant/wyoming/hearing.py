@@ -60,6 +60,8 @@ class Hearing:
         """(rate, width, channels) from `audio-start`; None before it."""
         self.parts: list[np.ndarray] = []
         self.seconds = 0.0
+        self._rest = b""
+        """The bytes of a sample a chunk ended inside."""
 
     def start(self, event: Event) -> None:
         if self.format is not None:
@@ -80,9 +82,12 @@ class Hearing:
         if (chunk.rate, chunk.width, chunk.channels) != self.format:
             raise WireError("an audio-chunk's format differs from its audio-start's", "bad-audio")
         rate, width, channels = self.format
-        if len(chunk.audio) % (width * channels):
-            raise WireError("an audio-chunk holds a part of a sample", "bad-audio")
-        self.seconds += len(chunk.audio) / (rate * width * channels)
+        # a chunk may end inside a sample: Home Assistant's speech-to-text API passes on the
+        # request body as the network cut it; the part waits for the next chunk
+        data = self._rest + chunk.audio
+        whole = len(data) - len(data) % (width * channels)
+        self._rest = data[whole:]
+        self.seconds += whole / (rate * width * channels)
         if self.seconds > self.max_seconds:
             raise WireError(f"the audio is longer than {self.max_seconds:g} s (max_audio_s)",
                             "too-long")  # fmt: skip
@@ -90,7 +95,7 @@ class Hearing:
             if why := self.day.refusal(self.owner, len(chunk.audio)):
                 raise WireError(why, "over-limit")
             self.day.add(self.owner, len(chunk.audio))
-        self.parts.append(_samples(chunk.audio, width, channels))
+        self.parts.append(_samples(data[:whole], width, channels))
 
     def samples(self, parts: list[np.ndarray]) -> np.ndarray:
         """`parts` of what was heard, as Whisper takes it (blocking: run it on the pool)."""

@@ -189,6 +189,7 @@ class Connection:
                     return  # the client has gone (its request, if any, stops with it)
                 await self.dispatch(event)
         except WireError as e:
+            log.info("wyoming: %s (%s); the connection ends", e, e.code)
             await self.out.error(str(e), e.code)
         finally:
             if reading is not None:
@@ -246,6 +247,7 @@ class Connection:
             await self._fail(f"the request failed: {e}", "internal")
 
     async def _fail(self, text: str, code: str) -> None:
+        log.info("wyoming: %s (%s); the connection ends", text, code)
         await self.out.error(text, code)
         await self.out.close()  # the reader sees the end, and the connection ends
 
