@@ -1,10 +1,12 @@
 """The answer to `describe`: what the app serves over Wyoming.
 
 Three programs: `asr`, the app's Whisper; `tts`, the Piper voices the app lists and has here
-(Home Assistant offers each as a voice); `handle`, the assistant (its languages left empty:
-Home Assistant then offers it for every language). All three stream: transcript chunks,
-synthesized audio as each sentence is ready, and the reply's chunks (`handled-chunk`) as the
-engine writes them, each followed by the event a client that does not stream waits for.
+(Home Assistant offers each as a voice); `handle`, the assistant, in every language Whisper
+knows (the engine answers in the language it is asked in; Home Assistant's assistant editor
+offers a conversation agent only for a language it lists, and one listing none for none).
+All three stream: transcript chunks, synthesized audio as each sentence is ready, and the
+reply's chunks (`handled-chunk`) as the engine writes them, each followed by the event a
+client that does not stream waits for.
 """
 
 from __future__ import annotations
@@ -40,14 +42,17 @@ def _version() -> str:
         return "0"
 
 
+def whisper_languages() -> list[str]:
+    """The languages a multilingual Whisper knows (its own list)."""
+    from faster_whisper.tokenizer import _LANGUAGE_CODES
+
+    return sorted(_LANGUAGE_CODES)
+
+
 def stt_languages(settings: Settings) -> list[str]:
     """English for an English-only Whisper (the bundled tiny.en), else Whisper's languages."""
     model = settings.whisper_model or "tiny.en"
-    if model.rstrip("/").endswith(".en"):
-        return ["en"]
-    from faster_whisper.tokenizer import _LANGUAGE_CODES  # the model's own list
-
-    return sorted(_LANGUAGE_CODES)
+    return ["en"] if model.rstrip("/").endswith(".en") else whisper_languages()
 
 
 def voice_language(name: str) -> list[str]:
@@ -100,7 +105,7 @@ def build_info(settings: Settings) -> Info:
                 description="The assistant: quick answers now, hard work as a background job",
                 models=[HandleModel(name=HANDLE_NAME, attribution=ATTRIBUTION, installed=True,
                                     description="chat and deep lanes", version=version,
-                                    languages=[])],
+                                    languages=whisper_languages())],
                 supports_handled_streaming=True,
                 supports_home_control=False,
             )
