@@ -171,7 +171,8 @@ def cmd_doctor(args: argparse.Namespace, settings: Settings) -> int:
 def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     from assistant.web.server import serve
 
-    return serve(settings, host=args.host, port=args.port, tls=args.tls, worker=args.worker)
+    return serve(settings, host=args.host, port=args.port, tls=args.tls, worker=args.worker,
+                 wyoming=args.wyoming)  # fmt: skip
 
 
 def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
@@ -219,6 +220,14 @@ def parser() -> argparse.ArgumentParser:
         dest="worker",
         action="store_false",
         help="do not start the job worker (run `assistant worker` elsewhere on the same store)",
+    )
+    s.add_argument(
+        "--wyoming",
+        nargs="?",
+        const="10700",
+        metavar="[HOST:]PORT",
+        help="also a Wyoming server for Home Assistant (speech to text, text to speech, the "
+        "conversation), loopback port 10700 unless given; acts as ASSISTANT_WYOMING_USER",
     )
     s.set_defaults(fn=cmd_serve)
 

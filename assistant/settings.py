@@ -174,6 +174,13 @@ class Settings:
     """Other origins the page may load images, media and scripts from
     (`ASSISTANT_PAGE_SOURCES`, e.g. `https://images.example.org`); default none: the content
     security policy allows the app's own origin only (`web.edge.security.CSP`)."""
+    wyoming_user: str | None = None
+    """The login a Wyoming client (Home Assistant) acts as (`ASSISTANT_WYOMING_USER`; checked
+    by `wyoming.access`). Wyoming has no authentication."""
+    wyoming_clients: tuple[str, ...] = ()
+    """Addresses or networks besides loopback that may use the Wyoming port
+    (`ASSISTANT_WYOMING_CLIENTS`, e.g. `192.168.1.10`); needed to listen on a non-loopback
+    host (`assistant serve --wyoming HOST:PORT`)."""
 
     @property
     def admin_logins(self) -> tuple[str, ...]:
@@ -228,20 +235,24 @@ def _parse_admins(raw: Any) -> tuple[str, ...] | None:
 
 def _parse_proxies(raw: Any) -> tuple[str, ...]:
     """ASSISTANT_TRUSTED_PROXIES: comma-separated addresses or networks (`10.0.0.0/8`)."""
+    return _parse_networks(raw, "ASSISTANT_TRUSTED_PROXIES", "the proxies' addresses, e.g. ")
+
+
+def _parse_networks(raw: Any, var: str, give: str = "e.g. ") -> tuple[str, ...]:
+    """Comma-separated addresses or networks (`10.0.0.0/8`), each normalised."""
     items = raw if isinstance(raw, list) else str(raw).split(",")
-    proxies = []
+    networks = []
     for item in items:
         text = str(item).strip()
         if not text:
             continue
         try:
-            proxies.append(str(ipaddress.ip_network(text, strict=False)))
+            networks.append(str(ipaddress.ip_network(text, strict=False)))
         except ValueError as e:
             raise ConfigError(
-                f"ASSISTANT_TRUSTED_PROXIES: {item!r} is not an address or network; give "
-                "the proxies' addresses, e.g. 127.0.0.1,10.0.0.0/8"
+                f"{var}: {item!r} is not an address or network; give {give}127.0.0.1,10.0.0.0/8"
             ) from e
-    return tuple(dict.fromkeys(proxies))
+    return tuple(dict.fromkeys(networks))
 
 
 def _parse_sources(raw: Any) -> tuple[str, ...]:
@@ -408,5 +419,9 @@ def load_settings(env: dict[str, str] | None = None, toml_path: Path | None = No
         trusted_proxies=_parse_proxies(pick("ASSISTANT_TRUSTED_PROXIES", "trusted_proxies", "")),
         page_sources=_parse_sources(pick("ASSISTANT_PAGE_SOURCES", "page_sources", "")),
         admins=_parse_admins(pick("ASSISTANT_ADMINS", "admins")),
+        wyoming_user=str(pick("ASSISTANT_WYOMING_USER", "wyoming_user", "")).strip() or None,
+        wyoming_clients=_parse_networks(
+            pick("ASSISTANT_WYOMING_CLIENTS", "wyoming_clients", ""), "ASSISTANT_WYOMING_CLIENTS"
+        ),
         **extra,
     )

@@ -13,6 +13,7 @@ import logging
 import os
 import shutil
 import signal
+import socket
 import sys
 import tempfile
 import threading
@@ -66,10 +67,12 @@ def ensure_ffmpeg(bin_dir: Path) -> bool:
 
 
 def lifespan(rt: Runtime, speech: SpeechModels, worker: bool = True,
-             local_secret: str | None = None) -> Callable[[Any], Any]:  # fmt: skip
+             local_secret: str | None = None,
+             wyoming: socket.socket | None = None) -> Callable[[Any], Any]:  # fmt: skip
     """A FastAPI lifespan that supervises the job worker process (unless `worker` is off),
     samples the loop's lag and warms speech, on the server's loop. `local_secret`: what the
-    app's own command line sends (`assistant.app_client`)."""
+    app's own command line sends (`assistant.app_client`). `wyoming`: the Wyoming port's
+    socket, served on this loop too (`assistant.wyoming`)."""
 
     @contextlib.asynccontextmanager
     async def run(app: Any) -> AsyncIterator[None]:
@@ -82,9 +85,17 @@ def lifespan(rt: Runtime, speech: SpeechModels, worker: bool = True,
         if worker:
             tasks.append(asyncio.create_task(worker_process(rt).run(), name="job-worker"))
             tasks[-1].add_done_callback(_report_crash)
+        wyoming_server = None
+        if wyoming is not None:
+            from assistant.wyoming.server import WyomingServer
+
+            wyoming_server = WyomingServer(rt, speech)
+            await wyoming_server.start(wyoming)
         try:
             yield
         finally:
+            if wyoming_server is not None:
+                await wyoming_server.stop()
             # the worker's task stops its process, which hands running jobs back first
             for task in tasks:
                 task.cancel()
@@ -105,9 +116,11 @@ def serve(
     port: int = 7860,
     tls: bool = False,
     worker: bool = True,
+    wyoming: str | None = None,
 ) -> int:
     """Run the web app until SIGINT/SIGTERM. Exit code 2: refused to listen unsafely.
     `worker`: start the job worker process (off: one runs elsewhere on the same store).
+    `wyoming`: `[HOST:]PORT` of a Wyoming server beside it (`assistant.wyoming`).
 
     `tls`: serve HTTPS with the self-signed certificate (made once in the data directory)
     when no ASSISTANT_TLS_CERT/KEY are set; with them, HTTPS is on anyway."""
@@ -117,6 +130,10 @@ def serve(
             "ASSISTANT_AUTH=user:password (or serve on 127.0.0.1)",
             file=sys.stderr,
         )
+        return 2
+    wyoming_sock = _wyoming_socket(settings, wyoming) if wyoming is not None else None
+    if isinstance(wyoming_sock, str):
+        print(f"error: {wyoming_sock}", file=sys.stderr)
         return 2
     # what this process, its worker and its libraries write is its user's alone: the store,
     # Gradio's cache of uploads and exports (issue 49)
@@ -199,7 +216,7 @@ def serve(
             # state, kept for the 10,000 most recent by default: about 2 GB
             state_session_capacity=SESSION_STATES,
             app_kwargs={
-                "lifespan": lifespan(rt, speech, worker, local_secret),
+                "lifespan": lifespan(rt, speech, worker, local_secret, wyoming_sock),
                 # over HTTPS, login cookies are Secure (assistant.web.edge.tls)
                 # the certificate's names are served like ASSISTANT_ALLOWED_HOSTS
                 "middleware": [
@@ -220,11 +237,19 @@ def serve(
         bound = getattr(demo, "server_port", None) or port
         announce(settings.data_dir, local_url(scheme, host, bound), local_secret)
         print(f"serving on {scheme}://{host}:{port}", file=sys.stderr, flush=True)
+        if wyoming_sock is not None:
+            from assistant.wyoming.access import login
+
+            where = wyoming_sock.getsockname()
+            print(f"Wyoming on tcp://{where[0]}:{where[1]} as the login {login(settings)}",
+                  file=sys.stderr, flush=True)  # fmt: skip
         while not stop.wait(0.5):
             pass
         return 0
     finally:
         withdraw(settings.data_dir, local_secret)  # first: no command line sends here now
+        if wyoming_sock is not None:
+            wyoming_sock.close()
         if demo is not None:
             demo.close()
         if rt is not None:
@@ -234,6 +259,23 @@ def serve(
                 pidfile.unlink()
         restore_temp()
         leftovers.remove(scratch)
+
+
+def _wyoming_socket(settings: Settings, address: str) -> socket.socket | str:
+    """The Wyoming port, bound before anything slow starts; or why it may not be."""
+    from assistant.wyoming.access import parse_address, refusal
+    from assistant.wyoming.server import listening_socket
+
+    try:
+        host, port = parse_address(address)
+    except ValueError as e:
+        return str(e)
+    if why := refusal(settings, host):
+        return why
+    try:
+        return listening_socket(host, port)
+    except OSError as e:
+        return f"the Wyoming port {host}:{port} cannot be used: {e}"
 
 
 def use_temp_dir(path: Path) -> Callable[[], None]:
