@@ -661,12 +661,12 @@ WORST_TEXT = {
     # a client's title task whose chat is blank lines (housekeeping's HISTORY_LINE)
     "housekeeping": v1_body([{"role": "user", "content": TITLE_TASK + "\n" * 7800}]),
 }  # fmt: skip
-STALL_S = 1.0
+STALL_S = 0.25
 """A stall of the app's event loop, as the attack tests see one (a bucket bound of its held
-figure). The stalls they guard against lasted seconds (the cubic pattern: bob waited 20 s;
-sentence splitting on the loop: 2.8 s); what is left is well under this (measured: under
-50 ms a sample alone, up to 250 ms on a shared two-core machine) and is the load bench's
-figure, not a test's: a bound nearer it failed on a machine busy with other work."""
+figure: the lag less the time other processes had the CPU, so a busy machine is no stall of
+the app's). The stalls they guard against lasted seconds (the cubic pattern: bob waited 20 s;
+sentence splitting on the loop: 2.8 s); the app's own work holds it under 50 ms a sample
+alone, under 100 ms with a core kept busy."""
 SAMPLE_RATE_16K = 16000
 WORST_SPEECH = {"numbered": "1. " * 2600, "spaces": "a" + " " * 7990 + "b", "brackets": "[" * 7990}
 """Sentence splitting (pysbd: quadratic in sentences) and the cleaning patterns (spaces before
@@ -720,7 +720,7 @@ def test_no_client_text_holds_up_another_login(guarded):
             watcher.result()
     assert all(s in (200, 400) for s in statuses.values()), statuses
     assert len(answered) > during > 0 and set(answered) == {200}, answered
-    # no sample with the loop held for a second or more by the app's own work
+    # no sample with the loop held for 250 ms or more by the app's own work
     assert loop_lag_over(guarded, STALL_S) == before
 
 
