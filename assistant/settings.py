@@ -5,15 +5,22 @@ This is the only module that reads the environment.
 
 from __future__ import annotations
 
-import ipaddress
 import os
-import re
 import tomllib
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
 from assistant.errors import ConfigError
+from assistant.setting_values import (
+    parse_admins,
+    parse_auth,
+    parse_hosts,
+    parse_networks,
+    parse_proxies,
+    parse_sources,
+    tls_files,
+)
 
 ENGINE_KINDS = ("auto", "vllm", "llamacpp", "openai")
 
@@ -159,7 +166,7 @@ class Settings:
     the job worker by the app. Not read from the environment."""
     handsfree_pause_ms: int = 1500
     """Hands-free: the silence that ends a turn whatever the turn-end model says (the model
-    usually ends it after 200 ms; see `speech.listener.ListenConfig.fallback_ms`)."""
+    usually ends it after 200 ms; see `call.listener.ListenConfig.fallback_ms`)."""
     tls_cert: Path | None = None
     tls_key: Path | None = None
     """PEM files: serve HTTPS with them (see `web.edge.tls`); both or neither."""
@@ -191,105 +198,6 @@ class Settings:
     @property
     def db_path(self) -> Path:
         return self.data_dir / "assistant.db"
-
-
-def _parse_auth(raw: str) -> tuple[tuple[str, str], ...]:
-    pairs = []
-    for item in raw.split(","):
-        item = item.strip()
-        if not item:
-            continue
-        user, sep, password = item.partition(":")
-        if not sep or not user or not password:
-            raise ConfigError("ASSISTANT_AUTH must be user:password[,user:password]")
-        pairs.append((user, password))
-    return tuple(pairs)
-
-
-def _parse_hosts(raw: Any) -> tuple[str, ...]:
-    """ASSISTANT_ALLOWED_HOSTS: comma-separated host names or addresses, without scheme or
-    port (a TOML list works too); compared without case."""
-    items = raw if isinstance(raw, list) else str(raw).split(",")
-    hosts = []
-    for item in items:
-        name = str(item).strip().lower()
-        if not name:
-            continue
-        if any(c in name for c in "/@ \t") or (name.count(":") == 1 and "[" not in name):
-            raise ConfigError(
-                f"ASSISTANT_ALLOWED_HOSTS: {item!r} is not a host name; give names only "
-                "(e.g. assistant.example.org,192.168.1.20), without scheme or port"
-            )
-        hosts.append(name.strip("[]"))
-    return tuple(dict.fromkeys(hosts))
-
-
-def _parse_admins(raw: Any) -> tuple[str, ...] | None:
-    """ASSISTANT_ADMINS: comma-separated login names (`none`: no login is an admin)."""
-    if raw is None:
-        return None
-    items = raw if isinstance(raw, list) else str(raw).split(",")
-    names = tuple(n for n in (str(i).strip() for i in items) if n)
-    return () if names in ((), ("none",)) else names
-
-
-def _parse_proxies(raw: Any) -> tuple[str, ...]:
-    """ASSISTANT_TRUSTED_PROXIES: comma-separated addresses or networks (`10.0.0.0/8`)."""
-    return _parse_networks(raw, "ASSISTANT_TRUSTED_PROXIES", "the proxies' addresses, e.g. ")
-
-
-def _parse_networks(raw: Any, var: str, give: str = "e.g. ") -> tuple[str, ...]:
-    """Comma-separated addresses or networks (`10.0.0.0/8`), each normalised."""
-    items = raw if isinstance(raw, list) else str(raw).split(",")
-    networks = []
-    for item in items:
-        text = str(item).strip()
-        if not text:
-            continue
-        try:
-            networks.append(str(ipaddress.ip_network(text, strict=False)))
-        except ValueError as e:
-            raise ConfigError(
-                f"{var}: {item!r} is not an address or network; give {give}127.0.0.1,10.0.0.0/8"
-            ) from e
-    return tuple(dict.fromkeys(networks))
-
-
-def _parse_sources(raw: Any) -> tuple[str, ...]:
-    """ASSISTANT_PAGE_SOURCES: comma-separated origins (`https://host[:port]`)."""
-    items = raw if isinstance(raw, list) else str(raw).split(",")
-    sources = []
-    for item in items:
-        text = str(item).strip().rstrip("/")
-        if not text:
-            continue
-        if not re.fullmatch(r"https?://[A-Za-z0-9.\-\[\]:*]+", text):
-            raise ConfigError(
-                f"ASSISTANT_PAGE_SOURCES: {item!r} is not an origin; give e.g. "
-                "https://images.example.org"
-            )
-        sources.append(text)
-    return tuple(dict.fromkeys(sources))
-
-
-def _tls_files(cert: Any, key: Any) -> tuple[Path | None, Path | None]:
-    """The TLS certificate and key paths, both or neither, each an existing file (what is in
-    them is checked when the server starts: `web.edge.tls.load_certificate`)."""
-    if not cert and not key:
-        return None, None
-    if not cert or not key:
-        given, missing = ("CERT", "KEY") if cert else ("KEY", "CERT")
-        raise ConfigError(
-            f"ASSISTANT_TLS_{given} is set but ASSISTANT_TLS_{missing} is not; "
-            "set both (PEM files), or neither"
-        )
-    paths = []
-    for name, value in (("CERT", cert), ("KEY", key)):
-        path = Path(str(value)).expanduser()
-        if not path.is_file():
-            raise ConfigError(f"ASSISTANT_TLS_{name}: no such file: {path}")
-        paths.append(path.resolve())
-    return paths[0], paths[1]
 
 
 def _lane_from(base: LaneConfig, table: dict[str, Any]) -> LaneConfig:
@@ -396,7 +304,7 @@ def load_settings(env: dict[str, str] | None = None, toml_path: Path | None = No
         fallback=fallback,
         timeout_s=speech_timeout,
     )
-    tls_cert, tls_key = _tls_files(
+    tls_cert, tls_key = tls_files(
         pick("ASSISTANT_TLS_CERT", "tls_cert"), pick("ASSISTANT_TLS_KEY", "tls_key")
     )
     return Settings(
@@ -409,18 +317,18 @@ def load_settings(env: dict[str, str] | None = None, toml_path: Path | None = No
         whisper_model=pick("ASSISTANT_WHISPER_MODEL", "whisper_model"),
         voice=pick("ASSISTANT_VOICE", "voice"),
         speech=speech,
-        auth=_parse_auth(auth) if auth else (),
+        auth=parse_auth(auth) if auth else (),
         deep_max_in_flight=in_flight,
         chat=_lane_from(default_chat_lane(), lanes["chat"]),
         deep=_lane_from(default_deep_lane(), lanes["deep"]),
         tls_cert=tls_cert,
         tls_key=tls_key,
-        allowed_hosts=_parse_hosts(pick("ASSISTANT_ALLOWED_HOSTS", "allowed_hosts", "")),
-        trusted_proxies=_parse_proxies(pick("ASSISTANT_TRUSTED_PROXIES", "trusted_proxies", "")),
-        page_sources=_parse_sources(pick("ASSISTANT_PAGE_SOURCES", "page_sources", "")),
-        admins=_parse_admins(pick("ASSISTANT_ADMINS", "admins")),
+        allowed_hosts=parse_hosts(pick("ASSISTANT_ALLOWED_HOSTS", "allowed_hosts", "")),
+        trusted_proxies=parse_proxies(pick("ASSISTANT_TRUSTED_PROXIES", "trusted_proxies", "")),
+        page_sources=parse_sources(pick("ASSISTANT_PAGE_SOURCES", "page_sources", "")),
+        admins=parse_admins(pick("ASSISTANT_ADMINS", "admins")),
         wyoming_user=str(pick("ASSISTANT_WYOMING_USER", "wyoming_user", "")).strip() or None,
-        wyoming_clients=_parse_networks(
+        wyoming_clients=parse_networks(
             pick("ASSISTANT_WYOMING_CLIENTS", "wyoming_clients", ""), "ASSISTANT_WYOMING_CLIENTS"
         ),
         **extra,

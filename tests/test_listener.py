@@ -17,9 +17,11 @@ import numpy as np
 import pytest
 import soundfile as sf
 
+from assistant.call.echo import is_echo
+from assistant.call.hearing import ListenConfig
+from assistant.call.listener import Listener
 from assistant.records import now_ms
 from assistant.settings import Settings
-from assistant.speech.listener import ListenConfig, Listener, is_echo
 from assistant.speech.stt import load_stt
 from assistant.speech.tts import load_tts
 from assistant.speech.turn_end import load_turn_end

@@ -1,4 +1,4 @@
-"""What of a spoken reply the person heard (`turns.playback`): cut on the reply's own words by
+"""What of a spoken reply the person heard (`call.playback`): cut on the reply's own words by
 the audio each sentence took, each spoken sentence mapped back onto the text it was made from
 (by the real sentence splitter and speech normalisation), and the page's playback report read
 safely."""
@@ -9,9 +9,9 @@ import itertools
 
 import pytest
 
+from assistant.call.playback import Played, heard_part, source_spans
 from assistant.speech.sentences import SentenceSplitter
 from assistant.speech.tts import clean_for_speech, speech_sentences
-from assistant.turns.playback import Played, heard_part, source_spans
 from assistant.turns.voice import HANDED_OFF
 
 REPLY = "Sure! The **first** step is easy.  Then, the second one takes longer. And a third."

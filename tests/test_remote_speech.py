@@ -230,7 +230,7 @@ class HeldRemote:
 
 
 def test_a_calls_final_does_not_wait_for_a_hung_preview(server: App) -> None:
-    from assistant.speech.listener import Listener
+    from assistant.call.listener import Listener
     from assistant.speech.turn_end import load_turn_end
 
     held = HeldRemote(RemoteSTT(remote(server.url + "v1")))
@@ -335,7 +335,7 @@ def test_the_doctor_checks_the_speech_servers(server: App, sim: str, tmp_path: P
 
 
 def test_a_call_on_a_dead_server_with_fallback_says_so_once_and_hears(tmp_path: Path) -> None:
-    from assistant.speech.listener import Listener
+    from assistant.call.listener import Listener
     from assistant.speech.stt import load_local_stt
     from assistant.speech.turn_end import load_turn_end
 

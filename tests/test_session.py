@@ -12,9 +12,10 @@ import numpy as np
 import soundfile as sf
 
 from assistant.call.call import Call
+from assistant.call.hearing import Heard
+from assistant.call.listener import Listener
 from assistant.records import AudioChunk, RouteDecision, TurnEvent, TurnResult, now_ms
 from assistant.settings import Settings
-from assistant.speech.listener import Heard, Listener
 from assistant.speech.stt import load_stt
 from assistant.speech.turn_end import load_turn_end
 from tests.conftest import AUDIO
@@ -195,7 +196,7 @@ def test_a_turn_is_kept_only_once_the_listener_says_the_person_did_not_go_on():
 async def _played_and_waiting_on_the_window(s, turn) -> None:
     """Until `turn`'s reply was generated and the page reported it all played: then only the
     listener's word holds it."""
-    from assistant.turns.playback import Played
+    from assistant.call.playback import Played
 
     while turn.first_audio_at is None or not turn.reply:
         await asyncio.sleep(0.01)
@@ -465,7 +466,7 @@ def test_a_reply_stopped_while_it_plays_is_kept_as_what_the_page_played():
     """What was heard is what is kept: a barge-in stores the reply cut to the audio played so
     far (by the time since its first audio), and the page's report then cuts it to what it
     really played; a report for a reply that played out turns the echo guard off at once."""
-    from assistant.turns.playback import Played
+    from assistant.call.playback import Played
 
     async def run():
         # four sentences of five words, a second of audio each, sent as they are generated

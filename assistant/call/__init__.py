@@ -1,1 +1,2 @@
-"""A call: the person on the line, heard and answered in turns (`turn_taking`: the table)."""
+"""A call: the person on the line, heard (`listener`) and answered in turns (`call`, carrying
+out `turn_taking`, the table), each turn a task of the conversation's session."""

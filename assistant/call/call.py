@@ -23,14 +23,15 @@ import struct
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from assistant.call.hearing import Heard
+from assistant.call.listener import Listener
 from assistant.call.messages import shown
+from assistant.call.playback import Played
 from assistant.call.turn_taking import Action, CallState, Event, Phase, decide, quiet, resolve
+from assistant.call.voice_turn import VoiceTurn
 from assistant.records import TurnEvent, TurnResult, now_ms
-from assistant.speech.listener import Heard, Listener
 from assistant.turns.pipeline import Playback, TurnRequest
-from assistant.turns.playback import Played
 from assistant.turns.stream import cancel_all
-from assistant.turns.voice_turn import VoiceTurn
 
 log = logging.getLogger(__name__)
 
@@ -367,7 +368,7 @@ class Call:
             )
 
     async def played(self, report: Played) -> None:
-        """The page's playback report for one utterance's reply (see `turns.playback`)."""
+        """The page's playback report for one utterance's reply (see `call.playback`)."""
         turn = self._recent.get(report.utterance)
         if turn is None:
             return

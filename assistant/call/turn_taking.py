@@ -18,7 +18,7 @@ person can see or hear of whose turn it is follows from a row below, and each ro
   stops the reply in progress (kept as far as it was heard) and is answered aloud.
 
 The listener's own rules (the reply's echo, a verdict landing between a backlog's chunks) are
-in `assistant.speech.listener`; what reaches this table is what it decided.
+in `assistant.call.listener`; what reaches this table is what it decided.
 """
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ class CallState:
 
 
 EventKind = Literal[
-    # from the listener (`assistant.speech.hearing.Heard`)
+    # from the listener (`assistant.call.hearing.Heard`)
     "speech", "partial", "candidate", "resumed", "final", "closed", "ignored", "notice",
     # from the session's other inputs
     "typed",  # a question typed on the page, or said with push-to-talk, during the call

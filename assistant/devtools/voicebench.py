@@ -76,7 +76,7 @@ async def _live(rt: Any, stt: Any, tts: Any, path: Path) -> list[dict[str, float
     """Play one recording in real time into a call (the listener, the turn-end model and
     the voice session, as the page's call runs); the timings of every turn it stored."""
     from assistant.call.call import Call
-    from assistant.speech.listener import Listener
+    from assistant.call.listener import Listener
     from assistant.speech.turn_end import load_turn_end
 
     samples = await asyncio.to_thread(load_audio, path, max_bytes=10**9, max_seconds=600)

@@ -9,7 +9,7 @@ turns, runs each as a task of the conversation's session (their one owner) and a
 small JSON messages and the reply's audio (`assistant.call.messages`). The page sends
 {"stop": true} for its Stop button (Stop on the call's conversation, as the page's is), and
 {"played": utterance, "ms": n, "interrupted": bool} when a reply's audio stops playing (it ran
-out, or a barge-in stopped it: `turns.playback`). Closing the socket
+out, or a barge-in stopped it: `call.playback`). Closing the socket
 (the call ended, the tab closed) drops the session, its listener and its audio.
 
 Calls are bounded (issue 19, `assistant.call.calls`): a few open at once per login and in
@@ -34,12 +34,12 @@ from typing import TYPE_CHECKING, Any
 
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
+from assistant.call.playback import Played
 from assistant.errors import AssistantError
 from assistant.records import now_ms
 from assistant.session.voice import chosen_voice
 from assistant.speech.audio import SAMPLE_RATE
 from assistant.speech.models import SpeechModels
-from assistant.turns.playback import Played
 from assistant.web.edge.identity import socket_owner
 
 if TYPE_CHECKING:
@@ -166,7 +166,9 @@ async def read_call(ws: WebSocket, inbox: asyncio.Queue[Inbound], out: CallSocke
 
 def add_listen_route(app: Any, rt: Runtime, speech: SpeechModels) -> None:
     """`/listen` on `app`: each call a `Call` on the runtime `rt`'s turns."""
-    from assistant.speech.listener import ListenConfig, Listener, StreamingVad
+    from assistant.call.hearing import ListenConfig
+    from assistant.call.listener import Listener
+    from assistant.speech.vad import StreamingVad
 
     settings = rt.settings
     config = ListenConfig(fallback_ms=settings.handsfree_pause_ms)

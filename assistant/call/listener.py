@@ -2,7 +2,7 @@
 that grows while the person speaks, and the end of their turn decided by a turn-end model.
 
 The page streams 16 kHz int16 PCM in real time (`web.call`); `Listener.feed` runs Silero VAD
-frame by frame (32 ms) and queues what happened (`Heard`; its kinds: `speech.hearing`).
+frame by frame (32 ms) and queues what happened (`Heard`; its kinds: `call.hearing`).
 
 Never starving: `feed` never awaits Whisper or the turn-end model. VAD stays on the loop (0.5 ms
 a chunk), so a backlog is heard whole before a verdict lands (in a thread, calls lost words)."""
@@ -15,15 +15,13 @@ from typing import Any
 
 import numpy as np
 
+from assistant.call.echo import is_echo, words
+from assistant.call.hearing import Heard, ListenConfig
+from assistant.call.transcribing import Job, Transcribing
 from assistant.records import now_ms
-from assistant.speech.echo import is_echo, words
-from assistant.speech.hearing import Heard, HeardKind, ListenConfig
 from assistant.speech.stages import SpeechToText, TurnEndModel
-from assistant.speech.transcribing import Job, Transcribing
 from assistant.speech.turn_end import run_turn_end
 from assistant.speech.vad import StreamingVad
-
-__all__ = ["Heard", "HeardKind", "ListenConfig", "Listener", "StreamingVad", "is_echo"]
 
 RATE = 16000
 FRAME = 512

@@ -7,11 +7,11 @@ import asyncio
 from dataclasses import dataclass, field
 from typing import Any
 
+from assistant.call.hearing import Heard
+from assistant.call.playback import heard_part
 from assistant.call.turn_taking import TurnView
 from assistant.records import RouteDecision, now_ms
-from assistant.speech.hearing import Heard
 from assistant.turns.pipeline import Playback, TurnRequest
-from assistant.turns.playback import heard_part
 
 
 @dataclass

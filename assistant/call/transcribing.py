@@ -19,8 +19,8 @@ from typing import Any, Literal
 
 import numpy as np
 
+from assistant.call.hearing import Heard
 from assistant.errors import AssistantError
-from assistant.speech.hearing import Heard
 from assistant.speech.pools import speech_pools
 from assistant.speech.stages import SpeechToText
 
