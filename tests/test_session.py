@@ -34,6 +34,7 @@ class Turns:
         self.words, self.word_s, self.audio_every = words, word_s, audio_every
         self.lane, self.routed, self.decisions = "chat", [], []
         self.settings = Settings()  # the upload limits push-to-talk is heard within
+        self.audio_out = 0  # audio events the turns have yielded
 
     async def stream(self, request, tts=None, keep_stopped=None, hold=None, playback=None):
         self.started.append(request.text)
@@ -54,6 +55,7 @@ class Turns:
                     yield TurnEvent("audio", text=said, audio=audio)
                 elif not self.audio_every and i == 0:
                     audio = AudioChunk(22050, np.zeros(2205, "<i2").tobytes(), "word0")
+                    self.audio_out += 1
                     yield TurnEvent("audio", text="word0", audio=audio)
             if hold is not None:
                 await hold()  # the pipeline stores a turn only once its end is decided
@@ -120,7 +122,8 @@ def test_a_reply_prepared_at_the_candidate_is_held_until_the_commit():
         s = session(turns, page)
         await s.hear(heard("speech"))
         await s.hear(heard("candidate"))
-        await asyncio.sleep(0.3)  # the turn ran up to its first audio
+        while not turns.audio_out:  # the turn ran up to its first audio
+            await asyncio.sleep(0.01)
         assert turns.started == ["what time is it"] and not page.audio
         assert "reply" not in page.kinds()  # held: nothing of it reached the page
         await s.hear(heard("final", endpoint_ms=300.0, stt_ms=0.0))
@@ -144,7 +147,8 @@ def test_going_on_after_a_candidate_forgets_the_prepared_reply():
         s = session(turns, page)
         await s.hear(heard("speech"))
         await s.hear(heard("candidate", text="and so my fellow americans"))
-        await asyncio.sleep(0.1)
+        while not turns.started:  # the reply is being prepared
+            await asyncio.sleep(0.01)
         await s.hear(heard("resumed"))
         await s.hear(heard("speech"))
         await s.hear(heard("candidate", text="and so my fellow americans ask not"))
@@ -236,7 +240,8 @@ def test_deep_work_is_never_started_before_the_commit():
         turns, page = Turns(), Page()
         s = session(turns, page, lane="deep")
         await s.hear(heard("candidate", text="prove the theorem"))
-        await asyncio.sleep(0.1)
+        while not turns.routed:  # the candidate's lane is decided: deep, so nothing starts
+            await asyncio.sleep(0.01)
         before = list(turns.started)
         await s.hear(heard("final", text="prove the theorem"))
         await s.hear(heard("closed"))
@@ -254,7 +259,8 @@ def test_speaking_over_the_reply_stops_it_and_keeps_it_marked_stopped():
         turns, page = Turns(words=40, word_s=0.05), Page()
         s = session(turns, page)
         await s.hear(heard("final", text="tell me a story"))
-        await asyncio.sleep(0.3)
+        while not page.audio:  # the reply is being said
+            await asyncio.sleep(0.01)
         await s.hear(heard("speech", n=2))  # the next utterance: barge-in
         return turns, page, s
 
@@ -321,7 +327,8 @@ def test_a_question_typed_during_the_call_is_answered_in_it_and_stops_the_reply_
         turns, page = Turns(words=40, word_s=0.05), Page()
         s = session(turns, page)
         await s.hear(heard("final", text="tell me a story"))
-        await asyncio.sleep(0.2)
+        while not page.audio:  # the story is being told
+            await asyncio.sleep(0.01)
         await s.say("what time is it?")  # typed on the page while the story is told
         await s.turn.task if s.turn else None
         await asyncio.sleep(0.05)
