@@ -52,6 +52,16 @@ class Calls:
     def full(self) -> bool:
         return sum(self.open.values()) >= self.total
 
+    async def enter(self, owner: str) -> str | None:
+        """`admit`, and when every place is taken (and `owner` is within their own share: a
+        place freed for them would not help otherwise), the call quiet the longest may give
+        its place (`make_room`)."""
+        refused = self.admit(owner)
+        mine = self.open.get(owner, 0) < self.per_login
+        if refused and self.full() and mine and await self.make_room():
+            refused = self.admit(owner)
+        return refused
+
     def join(self, session: Call, quiet: Quiet | None = None, end: End | None = None) -> None:
         """`session` is the owner's call until `part`; with `quiet` and `end`, it may give its
         place to a new call (`make_room`)."""

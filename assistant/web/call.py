@@ -158,9 +158,7 @@ def add_listen_route(app: Any, rt: Runtime, speech: SpeechModels) -> None:
             await ws.close(code=4401, reason="log in first")
             return
         await ws.accept()
-        refused = calls.admit(owner)
-        if refused and calls.full() and await calls.make_room():
-            refused = calls.admit(owner)  # a quiet call gave its place
+        refused = await calls.enter(owner)  # a quiet call may give its place
         if refused:
             await ws.send_json({"kind": "error", "text": f"call refused: {refused}"})
             await ws.close(code=4429, reason=refused[:120])
