@@ -167,6 +167,9 @@ class Settings:
     handsfree_pause_ms: int = 1500
     """Hands-free: the silence that ends a turn whatever the turn-end model says (the model
     usually ends it after 200 ms; see `call.listener.ListenConfig.fallback_ms`)."""
+    call_idle_s: float = 600.0
+    """A call in which nothing is said for this long ends (`ASSISTANT_CALL_IDLE_S`); the page
+    is warned first (`call.idle`). People on a call think and read: minutes, not seconds."""
     tls_cert: Path | None = None
     tls_key: Path | None = None
     """PEM files: serve HTTPS with them (see `web.edge.tls`); both or neither."""
@@ -304,6 +307,12 @@ def load_settings(env: dict[str, str] | None = None, toml_path: Path | None = No
         fallback=fallback,
         timeout_s=speech_timeout,
     )
+    try:
+        call_idle = float(pick("ASSISTANT_CALL_IDLE_S", "call_idle_s", 600.0))
+    except ValueError as e:
+        raise ConfigError("ASSISTANT_CALL_IDLE_S must be a number of seconds") from e
+    if call_idle <= 0:
+        raise ConfigError("ASSISTANT_CALL_IDLE_S must be more than 0")
     tls_cert, tls_key = tls_files(
         pick("ASSISTANT_TLS_CERT", "tls_cert"), pick("ASSISTANT_TLS_KEY", "tls_key")
     )
@@ -331,5 +340,6 @@ def load_settings(env: dict[str, str] | None = None, toml_path: Path | None = No
         wyoming_clients=parse_networks(
             pick("ASSISTANT_WYOMING_CLIENTS", "wyoming_clients", ""), "ASSISTANT_WYOMING_CLIENTS"
         ),
+        call_idle_s=call_idle,
         **extra,
     )

@@ -14,6 +14,8 @@ from fastapi import FastAPI
 from starlette.testclient import TestClient
 from starlette.websockets import WebSocketDisconnect
 
+from assistant.call import calls as calls_module
+from assistant.call import idle
 from assistant.call.calls import Calls
 from assistant.settings import Settings
 from assistant.web import call as listen_route
@@ -44,11 +46,14 @@ class SlowSpeech(Speech):
 LOAD_S = 3.0
 
 
-def client(speech: Speech | None = None) -> tuple[TestClient, FastAPI]:
+def client(
+    speech: Speech | None = None, settings: Settings | None = None, calls: Calls | None = None
+) -> tuple[TestClient, FastAPI]:
     app = FastAPI()
     rt = SimpleNamespace(
-        settings=Settings(), turns=None, conversations=None, router=None, calls=Calls()
-    )
+        settings=settings or Settings(), turns=None, conversations=None, router=None,
+        calls=calls or Calls(),
+    )  # fmt: skip
     add_listen_route(app, rt, speech or Speech())  # type: ignore[arg-type]
     return TestClient(app), app
 
@@ -107,6 +112,54 @@ def test_audio_sent_while_the_models_load_is_not_taken_for_a_flood(monkeypatch):
             pytest.fail(f"the call said {said}")
         assert closed.value.code == 4408
     assert app.state.calls.open == {}
+
+
+def test_a_quiet_call_is_warned_then_ended_after_the_idle_time():
+    # the person says nothing: the page is told before the call ends, then it ends (4408);
+    # the socket keeps sending, so it is the quiet that ends it, not a silent wire
+    tc, app = client(settings=Settings(call_idle_s=2.0))
+    with tc.websocket_connect("/listen") as ws:
+        ws.send_bytes(bytes(3200))
+        warned = ws.receive_json()
+        assert warned["kind"] == "idle" and 0 < warned["ends_in_s"] <= 1, warned
+        said = ws.receive_json()
+        assert said["kind"] == "error" and "nothing said for 2 s" in said["text"], said
+        with pytest.raises(WebSocketDisconnect) as closed:
+            ws.receive_json()
+        assert closed.value.code == idle.IDLE_CODE
+    assert app.state.calls.open == {}
+
+
+def test_when_every_place_is_taken_the_quietest_call_gives_its_place(monkeypatch):
+    # one place in all: a call left quiet gives it to a new call and is told why (4409); a
+    # call quiet for less than YIELD_AFTER_S keeps it and the new one is refused (4429)
+    monkeypatch.setattr(idle, "YIELD_AFTER_S", 0.0)
+    monkeypatch.setattr(calls_module, "YIELD_AFTER_S", 0.0)
+    tc, app = client(calls=Calls(per_login=2, total=1))
+    with tc.websocket_connect("/listen") as old:
+        old.send_bytes(bytes(3200))
+        _wait_joined(app)
+        with tc.websocket_connect("/listen") as new:
+            said = old.receive_json()
+            assert said["kind"] == "error" and "quiet for" in said["text"], said
+            with pytest.raises(WebSocketDisconnect) as closed:
+                old.receive_json()
+            assert closed.value.code == idle.YIELDED_CODE
+            new.send_bytes(bytes(3200))
+            _wait_joined(app)
+            assert app.state.calls.open == {"local": 1}
+            monkeypatch.setattr(calls_module, "YIELD_AFTER_S", 3600.0)
+            with tc.websocket_connect("/listen") as third:
+                refused = third.receive_json()
+                assert refused["kind"] == "error" and "1 calls open" in refused["text"]
+
+
+def _wait_joined(app: FastAPI) -> None:
+    """Until the newest call has joined (its models loaded): only then can it give way."""
+    deadline = time.monotonic() + 30
+    while not app.state.calls._quiet and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert app.state.calls._quiet
 
 
 def test_the_calls_path_loads_no_gradio():

@@ -17,6 +17,7 @@ from assistant.call.turn_taking import (
     Event,
     Phase,
     TurnView,
+    backchannel,
     busy,
     decide,
     quiet,
@@ -86,6 +87,32 @@ ROWS = [
     (CallState(P.SPEAKING), Event("played_out"), (), P.LISTENING),
     (CallState(P.SPEAKING, REPLYING, playing=True), Event("logout"),
      (A.BARGE, A.END_CALL), None),
+    # the backchannel: "mm-hmm" over the reply keeps the floor (its turn still running, or
+    # only its audio still playing); nothing shown, no turn
+    (CallState(P.SPEAKING, REPLYING, playing=True), Event("speech", 3, "Mm-hmm.", 0.6),
+     (A.ASIDE,), P.SPEAKING),
+    (CallState(P.SPEAKING, playing=True), Event("speech", 3, "I see.", 0.7),
+     (A.ASIDE,), P.SPEAKING),
+    # ... and its own events after it are overlooked while its words stay one
+    *[(CallState(P.SPEAKING, REPLYING, playing=True, aside=3), Event(kind, 3, text), (),
+       P.SPEAKING)
+      for kind, text in [("speech", "Yeah."), ("partial", "Mm-hmm"), ("candidate", "Mm-hmm."),
+                         ("resumed", ""), ("final", "Mm-hmm."), ("closed", ""),
+                         ("ignored", "")]],
+    # ... unless they go on into something else: then it stops the reply like any speech
+    (CallState(P.SPEAKING, REPLYING, playing=True, aside=3), Event("speech", 3, "Wait.", 0.4),
+     (A.HEED, A.BARGE, A.SILENCE, A.SHOW), P.HEARING),
+    (CallState(P.SPEAKING, REPLYING, playing=True, aside=3), Event("partial", 3, "Yeah, but"),
+     (A.HEED, A.BARGE, A.SILENCE, A.SHOW), P.HEARING),
+    (CallState(P.SPEAKING, playing=True, aside=3), Event("candidate", 3, "Okay, and then?"),
+     (A.HEED, A.BARGE, A.SILENCE, A.PREPARE), P.HEARING),
+    (CallState(P.SPEAKING, REPLYING, playing=True, aside=3), Event("final", 3, "Right, but why"),
+     (A.HEED, A.BARGE, A.SILENCE, A.START, A.SHOW), P.THINKING),
+    # "wait", "no", a question, more than a few words, or a long sound stop it at once
+    *[(CallState(P.SPEAKING, REPLYING, playing=True), Event("speech", 3, text, voiced),
+       (A.BARGE, A.SHOW), P.HEARING)
+      for text, voiced in [("Wait.", 0.4), ("Stop.", 0.5), ("No.", 0.4), ("Right?", 0.4),
+                           ("Yeah, tell me more about that.", 1.5), ("Okay", 1.4)]],
 ]  # fmt: skip
 
 
@@ -120,8 +147,34 @@ def test_every_event_in_every_state_has_a_row():
     turns = [None, PREPARED, REPLYING, TYPED]
     kinds = ["speech", "partial", "candidate", "resumed", "final", "closed", "ignored", "notice",
              "typed", "stop", "audio", "ended", "played_out", "logout"]  # fmt: skip
-    for phase, turn, kind, utterance in itertools.product(P, turns, kinds, [2, 3, 4, -1]):
-        decide(CallState(phase, turn), Event(kind, utterance, "what time is it"))  # no raise
+    texts = ["what time is it", "Mm-hmm.", ""]
+    for phase, turn, kind, utterance, text, aside in itertools.product(
+        P, turns, kinds, [2, 3, 4, -1], texts, [None, 3]
+    ):
+        for playing in (False, True):  # no raise
+            decide(CallState(phase, turn, playing, aside), Event(kind, utterance, text))
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["Mm-hmm.", "Mhm.", "Uh-huh.", "Right.", "Yeah.", "Okay.", "OK", "I see.", "All right.",
+     "Yeah, yeah.", "Oh, I see.", "Mm-hmm, right.", "Hmm."],
+)  # fmt: skip
+def test_acknowledgements_as_whisper_writes_them_are_backchannels(text):
+    assert backchannel(text, 0.6)
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["Wait.", "Stop.", "No.", "Wait, what?", "Right?", "What do you mean?", "Yeah, but why",
+     "Okay, stop.", "in a month.", "yeah yeah yeah yeah yeah", "", "Hold on."],
+)  # fmt: skip
+def test_anything_else_is_not_a_backchannel(text):
+    assert not backchannel(text, 0.6)
+
+
+def test_a_long_sound_is_not_a_backchannel_whatever_it_was_heard_as():
+    assert backchannel("Yeah.", 1.2) and not backchannel("Yeah.", 1.3)
 
 
 def test_relation_tells_the_same_words_from_other_words():

@@ -83,6 +83,7 @@ class Call:
         self._notices: list[str] = []
         self._notice_task: asyncio.Task[None] | None = None
         self._changed = asyncio.Event()  # the state or the turn changed (see `_announce`)
+        self._aside: int | None = None  # the utterance taken as a backchannel
 
     async def run(self) -> None:
         while True:
@@ -95,7 +96,8 @@ class Call:
 
     async def hear(self, heard: Heard) -> None:
         async with self._hearing:
-            await self._apply(Event(heard.kind, heard.utterance, heard.text), heard)
+            voiced = heard.audio_s if heard.kind == "speech" else None
+            await self._apply(Event(heard.kind, heard.utterance, heard.text, voiced), heard)
 
     async def _apply(self, event: Event, heard: Heard | None = None, source: str = "") -> None:
         """One row of the turn-taking table (`assistant.call.turn_taking`), carried out."""
@@ -129,6 +131,8 @@ class Call:
             self._begin(self._own_turn(event.text, source), self._run)
         elif action is Action.SHOW:
             await self._show(event, heard)
+        elif action in (Action.ASIDE, Action.HEED):  # a backchannel, or no longer one
+            self._aside = event.utterance if action is Action.ASIDE else None
         elif action is Action.END_CALL and self.end_call is not None:
             await self.end_call("you logged out; the call ends")
 
@@ -143,7 +147,8 @@ class Call:
     def _view(self) -> CallState:
         """What the table reads: the phase, the current turn, whether its audio still plays."""
         view = self.turn.view() if self.turn is not None else None
-        return CallState(Phase(self.state), view, self._playing_until > now_ms())
+        playing = self._playing_until > now_ms()
+        return CallState(Phase(self.state), view, playing, self._aside)
 
     async def barge_in(self) -> None:
         """Stop the reply (the person speaking over it) through its session; a committed turn

@@ -48,7 +48,7 @@ class ListenConfig:
 
 # What the listener says, in order:
 #
-# speech      someone started speaking (barge-in)
+# speech      someone started speaking (barge-in); over a reply, with the words heard so far
 # partial     the transcript so far (the page shows it growing)
 # candidate   a short pause (`candidate_ms`): the turn may be over; carries the final
 #             transcript, so a reply can be prepared before the end is confirmed
@@ -82,6 +82,7 @@ class Heard:
     probability: float | None = None
     """The turn-end model's last verdict (on "final"; None: it was not asked)."""
     audio_s: float = 0.0
+    """The utterance's length; on "speech", the time voiced so far."""
     seq: int = 0
     """Its place in what the listener said (1, 2, ...; 0: not said by a listener), so the
     session can tell whether it has heard everything said so far."""

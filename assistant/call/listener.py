@@ -193,7 +193,9 @@ class Listener(Transcribing):
             return
         self._announce()
 
-    def _announce(self) -> None:
+    def _announce(self, text: str = "") -> None:
+        """Say "speech"; over a reply, with the words heard so far (a backchannel keeps the
+        floor: `call.turn_taking.backchannel`) and the voiced time."""
         self._announced = True
         if self._closed is not None:
             # soon after the last turn was committed: the same turn, going on
@@ -209,7 +211,7 @@ class Listener(Transcribing):
             self._say(Heard("resumed", self._closed_number))
         else:
             self.count += 1
-        self._say(Heard("speech", self.count))
+        self._say(Heard("speech", self.count, text, audio_s=self._voiced_ms / 1000))
 
     def _final_upto(self) -> int:
         """The frames a final transcript reads: to the last word and its release."""
@@ -315,7 +317,7 @@ class Listener(Transcribing):
             return True
         if not self._announced:
             merging = self._closed is not None
-            self._announce()
+            self._announce(text)
             if merging:  # it went on from the last turn: the whole is transcribed again
                 self._transcribe("final", self._final_upto())
                 return False
@@ -380,12 +382,14 @@ class Listener(Transcribing):
             return  # that utterance has ended
         covers_tail = job.upto >= self._last_voiced
         if job.kind == "check":
-            # a few words are needed to tell the reply's echo from a person (or the end)
-            if len(words(text)) >= 3 or self._voiced_ms >= 1500 or self._candidate:
+            # a few words are needed to tell the reply's echo from a person (or the end); at
+            # a pause, words short of it wait for the final ("I" of "I see" is no backchannel)
+            at_end = self._candidate and covers_tail
+            if len(words(text)) >= 3 or self._voiced_ms >= 1500 or at_end:
                 if not text or (self._playing and is_echo(text, self._playing)):
                     self._echo = bool(text)
                 elif not self._announced:
-                    self._announce()
+                    self._announce(text)
                     if job.utterance != self._uid:  # it went on from the last turn
                         if self._candidate:
                             # at a pause already: the whole's words are needed now (nothing

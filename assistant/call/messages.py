@@ -10,6 +10,7 @@ Messages to the page (JSON; reply audio as binary frames):
     {"kind": "done", "utterance": n, "stopped": bool}
     {"kind": "barge", "utterance": n}                      stop playing now
     {"kind": "error", "text": ...}                         said to the person
+    {"kind": "idle", "ends_in_s": n, "text": ...}          a quiet call ends soon (`call.idle`)
 """
 
 from __future__ import annotations

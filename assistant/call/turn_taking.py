@@ -15,7 +15,13 @@ person can see or hear of whose turn it is follows from a row below, and each ro
   listener says the window has passed (`closed`, on the audio's clock): it arrives in order
   after any `resumed`, so no poll is needed to tell which came first;
 - *a typed turn during a reply*, and *push-to-talk during a call*: a turn of the call, which
-  stops the reply in progress (kept as far as it was heard) and is answered aloud.
+  stops the reply in progress (kept as far as it was heard) and is answered aloud;
+- *the backchannel* (issue 51): a short acknowledgement ("mm-hmm", "right", "yeah", "ok",
+  "I see") said while the reply plays keeps the floor: the reply goes on, and that utterance's
+  events are overlooked (nothing shown, no turn, nothing stored) unless its words go on into
+  something else, which then stops the reply as any other speech does. Decided from what the
+  listener heard when it said "speech" over a reply (it waits for words before it does: the
+  echo guard) and the voiced length (`backchannel`).
 
 The listener's own rules (the reply's echo, a verdict landing between a backlog's chunks) are
 in `assistant.call.listener`; what reaches this table is what it decided.
@@ -59,6 +65,9 @@ class CallState:
     turn: TurnView | None = None
     playing: bool = False
     """Reply audio is still playing on the page (the echo guard is on)."""
+    aside: int | None = None
+    """The listener's number for the utterance taken as a backchannel: its events are
+    overlooked while its words stay one."""
 
 
 EventKind = Literal[
@@ -79,6 +88,8 @@ class Event:
     kind: EventKind
     utterance: int = 0
     text: str = ""
+    voiced_s: float | None = None
+    """On "speech": how long the person had spoken (None: not known)."""
 
 
 class Action(Enum):
@@ -104,6 +115,10 @@ class Action(Enum):
     SHOW = "show"
     """Tell the page what was heard (speech, partial, ignored, the committed turn, an error)."""
     END_CALL = "end_call"
+    ASIDE = "aside"
+    """The event's utterance is a backchannel: its events are overlooked from now on."""
+    HEED = "heed"
+    """The utterance taken as a backchannel went on into other words: heard from now on."""
 
 
 KEEP = "keep"
@@ -114,9 +129,14 @@ a turn waits for its first audio, else listening."""
 
 Next = Phase | Literal["keep", "settle", "closed"]
 
-Relation = Literal["none", "same", "same_text", "other", "any", "turn"]
+Relation = Literal[
+    "none", "same", "same_text", "other", "any", "turn", "backchannel", "aside", "aside_over"
+]
 """How the event stands to the current turn: no turn; the turn's own utterance (`same_text`:
-and the same words); another one. `any` matches every relation, `turn` every one but `none`."""
+and the same words); another one. `any` matches every relation, `turn` every one but `none`.
+Before those, how it stands to the reply playing: `backchannel`, speech over it that is only
+an acknowledgement; `aside`, an event of the utterance taken for one, its words still one;
+`aside_over`, that utterance's words are something else now."""
 
 
 @dataclass(frozen=True)
@@ -132,8 +152,19 @@ class Row:
 
 A = Action
 P = Phase
+GO_ON = "the backchannel went on into other words: the reply stops now"
+OVERLOOKED = "the backchannel's own events: overlooked, the reply keeps the floor"
 # The table. First match wins: a row with a wider relation comes after the narrower ones.
 TABLE: tuple[Row, ...] = (
+    Row("speech", "backchannel", (A.ASIDE,), KEEP,
+        "the backchannel: \"mm-hmm\", \"right\" over the reply keep the floor; not shown, "
+        "no turn"),
+    Row("speech", "aside_over", (A.HEED, A.BARGE, A.SILENCE, A.SHOW), P.HEARING, GO_ON),
+    Row("partial", "aside_over", (A.HEED, A.BARGE, A.SILENCE, A.SHOW), P.HEARING, GO_ON),
+    Row("candidate", "aside_over", (A.HEED, A.BARGE, A.SILENCE, A.PREPARE), P.HEARING, GO_ON),
+    Row("final", "aside_over", (A.HEED, A.BARGE, A.SILENCE, A.START, A.SHOW), P.THINKING, GO_ON),
+    *(Row(kind, "aside", (), KEEP, OVERLOOKED) for kind in (
+        "speech", "partial", "candidate", "resumed", "final", "closed", "ignored")),
     Row("speech", "other", (A.BARGE, A.SHOW), P.HEARING,
         "speaking over the reply stops it, now"),
     Row("speech", "any", (A.SHOW,), P.HEARING,
@@ -188,7 +219,23 @@ class Step:
     row: Row
 
 
-def relation(state: CallState, event: Event) -> Literal["none", "same", "same_text", "other"]:
+def relation(state: CallState, event: Event) -> Relation:
+    if event.utterance == state.aside and event.kind in ASIDE_KINDS:
+        if event.kind in TEXT_KINDS and not backchannel(event.text):
+            return "aside_over"
+        return "aside"
+    rel = _relation(state, event)
+    over_reply = state.playing and rel in ("none", "other")
+    if event.kind == "speech" and over_reply and backchannel(event.text, event.voiced_s):
+        return "backchannel"
+    return rel
+
+
+ASIDE_KINDS = frozenset({"speech", "partial", "candidate", "resumed", "final", "closed", "ignored"})
+TEXT_KINDS = frozenset({"speech", "partial", "candidate", "final"})
+
+
+def _relation(state: CallState, event: Event) -> Literal["none", "same", "same_text", "other"]:
     turn = state.turn
     if turn is None:
         return "none"
@@ -197,13 +244,49 @@ def relation(state: CallState, event: Event) -> Literal["none", "same", "same_te
     return "same_text" if event.kind == "final" and turn.text == event.text else "same"
 
 
+BACKCHANNELS = frozenset({
+    "mm hmm", "mm hm", "mhm", "mmhmm", "m hm", "hmm", "hm", "mm", "mmm", "uh huh", "um hum",
+    "right", "yeah", "yep", "yes", "ok", "okay", "alright", "all right", "i see", "sure",
+    "got it", "cool", "exactly", "true", "oh", "ah", "aha",
+})  # fmt: skip
+"""Acknowledgements, as Whisper writes them (lower case, hyphens as spaces, no punctuation):
+tiny.en writes "Mm-hmm.", "Uh-huh.", "Okay." (for "OK" too), "All right.", "I see."."""
+BACKCHANNEL_WORDS = 4
+"""A few words at most ("yeah, yeah, I see"); more is something to say."""
+BACKCHANNEL_S = 1.2
+"""Voiced time at most: the app's voice says "I see" in 0.66 s, 0.84 s at 0.8 x speed; the
+listener waits for words over a reply for up to 1.5 s of speech, so longer is never one."""
+
+
+def backchannel(text: str, voiced_s: float | None = None) -> bool:
+    """Whether `text` (heard over the reply, for `voiced_s` seconds) is only an acknowledgement:
+    a few words made of `BACKCHANNELS` phrases ("mm-hmm, right"). "Wait", "stop", "no", a
+    question, or more words are not."""
+    if voiced_s is not None and voiced_s > BACKCHANNEL_S:
+        return False
+    if "?" in text:
+        return False
+    said = "".join(c if c.isalnum() or c == "'" else " " for c in text.lower()).split()
+    if not said or len(said) > BACKCHANNEL_WORDS:
+        return False
+    i = 0
+    while i < len(said):  # made of whole phrases, longest first
+        for n in (2, 1):
+            if " ".join(said[i : i + n]) in BACKCHANNELS:
+                i += n
+                break
+        else:
+            return False
+    return True
+
+
 def _matches(row: Row, phase: Phase, rel: str) -> bool:
     if row.phases is not None and phase not in row.phases:
         return False
     if row.relation == "any":
         return True
     if row.relation == "turn":
-        return rel != "none"
+        return rel in ("same", "same_text", "other")
     if row.relation == "same":
         return rel in ("same", "same_text")
     return row.relation == rel

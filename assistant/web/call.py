@@ -16,10 +16,11 @@ Calls are bounded (issue 19, `assistant.call.calls`): a few open at once per log
 all; a refused call is told why before the socket closes (code 4429). A socket
 that sends nothing for `IDLE_S` is dropped (the page sends audio ten times a second, so
 silence on the wire means the page is gone or stuck, not that the person is quiet), and so is
-one that sends audio faster than `MAX_PACE` times real time. A call in which nothing is said
-for `QUIET_S` (only silence or noise: no words heard, no turn, no reply under way) is ended
-too, and so is a call whose login logged out or expired (issue 38): each holds a place of the
-few calls there are and a voice detector fed ten times a second.
+one that sends junk or audio faster than `MAX_PACE` times real time. A person may be quiet
+on a call: one in which nothing is said (only silence or noise: no words heard, no turn, no
+reply under way) ends after `Settings.call_idle_s` (minutes), the page told before
+(`assistant.call.idle`); when every place is taken, the call quiet the longest may give its
+place to a new one. A call whose login logged out or expired ends too (issue 38).
 """
 
 from __future__ import annotations
@@ -34,6 +35,8 @@ from typing import TYPE_CHECKING, Any
 
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
+from assistant.call import idle
+from assistant.call.idle import Quiet
 from assistant.call.playback import Played
 from assistant.errors import AssistantError
 from assistant.records import now_ms
@@ -55,36 +58,10 @@ MAX_PACE = 1.5
 audio sent faster only makes the app transcribe faster than anyone speaks (issue 26)."""
 PACE_BURST_S = 3.0
 """Audio a call may send ahead of that (a page catching up after a network stall)."""
-QUIET_S = 15.0
-"""A call that hears no words for this long, while nothing is being answered, is ended."""
 WATCH_S = 0.5
 """How often a call's login and quiet are checked."""
 BUSY_STATES = ("thinking", "speaking")
 """A session in one of these is answering: its quiet does not count."""
-
-
-class Quiet:
-    """When a call last had something going on: words heard, a turn, a reply, its audio."""
-
-    def __init__(self, clock: Callable[[], float] = time.monotonic):
-        self.clock = clock
-        self.since = clock()
-
-    def now(self) -> None:
-        self.since = self.clock()
-
-    def seconds(self) -> float:
-        return self.clock() - self.since
-
-    def saw(self, message: dict[str, Any]) -> None:
-        """A message the session sends the page: those that say words were heard or answered
-        count (a voice detector's "speech" or "ignored" on noise do not)."""
-        kind = message.get("kind")
-        text = message.get("text")
-        if kind in ("turn", "reply", "done") or (
-            kind == "partial" and isinstance(text, str) and any(c.isalnum() for c in text)
-        ):
-            self.now()
 
 
 class Pace:
@@ -181,7 +158,7 @@ def add_listen_route(app: Any, rt: Runtime, speech: SpeechModels) -> None:
             await ws.close(code=4401, reason="log in first")
             return
         await ws.accept()
-        refused = calls.admit(owner)
+        refused = await calls.enter(owner)  # a quiet call may give its place
         if refused:
             await ws.send_json({"kind": "error", "text": f"call refused: {refused}"})
             await ws.close(code=4429, reason=refused[:120])
@@ -254,7 +231,8 @@ def add_listen_route(app: Any, rt: Runtime, speech: SpeechModels) -> None:
         watching = asyncio.create_task(
             watch_call(out, owner, session, quiet, end), name="call-watch"
         )
-        calls.join(session)  # typed questions and job notices reach the call from now on
+        # typed questions and job notices reach the call from now on; it may give its place
+        calls.join(session, quiet, end)
         try:
             while (item := await inbox.get()) is not None:
                 if isinstance(item, tuple):
@@ -276,7 +254,8 @@ def add_listen_route(app: Any, rt: Runtime, speech: SpeechModels) -> None:
 
     async def watch_call(out: CallSocket, owner: str, session: Any, quiet: Quiet, end: Any) -> None:
         """End the call when its login has expired (a logout reaches the call as an event:
-        `Calls.logout`) or nothing is said in it for `QUIET_S`."""
+        `Calls.logout`) or nothing is said in it for `call_idle_s`, the page told before."""
+        idle_s = settings.call_idle_s
         while True:
             await asyncio.sleep(WATCH_S)
             if socket_owner(app, out.ws, settings) != owner:  # Gradio dropped the login's token
@@ -284,9 +263,12 @@ def add_listen_route(app: Any, rt: Runtime, speech: SpeechModels) -> None:
             elif session.state in BUSY_STATES or session.turn is not None:
                 quiet.now()
                 continue
-            elif quiet.seconds() >= QUIET_S:
-                why, code = f"nothing said for {QUIET_S:.0f} s; the call ends", 4408
+            elif (due := idle.verdict(quiet, idle_s)) == "end":
+                why, code = idle.ended(idle_s), idle.IDLE_CODE
             else:
+                if due == "warn":
+                    quiet.warned = True
+                    await out.send_json(idle.warning(quiet, idle_s))
                 continue
             await end(why, code)
             return

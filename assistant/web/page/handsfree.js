@@ -124,6 +124,7 @@
     // noise and echo pass quietly; a speech server's failure is said
     else if (m.kind === 'ignored') show(/failed/.test(m.reason || '') ? `⚠️ ${m.reason}` : '');
     else if (m.kind === 'error') show(`⚠️ ${m.text}`);
+    else if (m.kind === 'idle') show(`⏳ ${m.text}`);  // a long quiet: the call ends soon
   }
 
   async function start() {

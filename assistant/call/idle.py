@@ -1,0 +1,89 @@
+"""When a quiet call ends (issue 51, item 5).
+
+People on a call think, read the screen, look something up: silence alone ends a call only
+after `Settings.call_idle_s` (minutes), and the page is told some time before (`warn_at`), so
+a word keeps it. What the old 15 s bound was for is kept otherwise: a socket that sends nothing,
+junk audio, or audio faster than real time still ends a call at once (`web.call`), and when
+every call place is taken a new call may take the place of the call quiet the longest
+(`calls.Calls.make_room`, at least `YIELD_AFTER_S` quiet), which is told why.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any, Literal
+
+WARN_S = 60.0
+"""The page is told this long before a quiet call ends (or at half the idle time, if shorter)."""
+YIELD_AFTER_S = 60.0
+"""A call quiet this long may give its place to a new call when all are taken: a person in
+the middle of a conversation (a pause to think) keeps theirs."""
+IDLE_CODE = 4408
+YIELDED_CODE = 4409
+"""The socket's close code for a call that gave its place to a newer one."""
+
+
+class Quiet:
+    """When a call last had something going on: words heard, a turn, a reply, its audio."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic):
+        self.clock = clock
+        self.since = clock()
+        self.warned = False
+        """The page was told the call will end: said once per quiet spell."""
+
+    def now(self) -> None:
+        self.since = self.clock()
+        self.warned = False
+
+    def seconds(self) -> float:
+        return self.clock() - self.since
+
+    def saw(self, message: dict[str, Any]) -> None:
+        """A message the session sends the page: those that say words were heard or answered
+        count (a voice detector's "speech" or "ignored" on noise do not)."""
+        kind = message.get("kind")
+        text = message.get("text")
+        if kind in ("turn", "reply", "done") or (
+            kind == "partial" and isinstance(text, str) and any(c.isalnum() for c in text)
+        ):
+            self.now()
+
+
+def warn_at(idle_s: float) -> float:
+    """Seconds of quiet after which the page is warned."""
+    return idle_s - min(WARN_S, idle_s / 2)
+
+
+def verdict(quiet: Quiet, idle_s: float) -> Literal["warn", "end"] | None:
+    """What a call quiet for `quiet.seconds()` is due: a warning (once), its end, or nothing."""
+    spell = quiet.seconds()
+    if spell >= idle_s:
+        return "end"
+    if spell >= warn_at(idle_s) and not quiet.warned:
+        return "warn"
+    return None
+
+
+def warning(quiet: Quiet, idle_s: float) -> dict[str, Any]:
+    """The page's message (`{"kind": "idle"}`, shown by the call's UI) before a quiet call ends."""
+    left = max(1, round(idle_s - quiet.seconds()))
+    return {
+        "kind": "idle",
+        "ends_in_s": left,
+        "text": f"nothing said for a while: the call ends in {left} s unless you say something",
+    }
+
+
+def ended(idle_s: float) -> str:
+    minutes = idle_s / 60
+    spell = f"{minutes:g} min" if minutes >= 1 else f"{idle_s:.0f} s"
+    return f"nothing said for {spell}; the call ends"
+
+
+def yielded(quiet_s: float) -> str:
+    return (
+        f"every call place is taken and a new call came in; yours had been quiet for "
+        f"{quiet_s:.0f} s, the longest, so it ends to make room. Start it again to go on"
+    )
