@@ -116,6 +116,8 @@ class JobQueue:
     def _check_room(self, owner: str) -> None:
         active = self.store.active_job_count(owner) + self.inline_running.get(owner, 0)
         why = limits.jobs_refusal(active, self.settings.max_jobs_per_user)
+        # a job's result is stored text too: not started for a login over its disk
+        why = why or limits.disk_refusal(self.settings, owner, self.store.disk_bytes)
         if why is not None:
             raise Busy(why)
 

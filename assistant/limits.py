@@ -19,12 +19,17 @@ a person (or a client) over it reads which one and what to do; other logins are 
   together; 429 (`DailyBytes`, counted in `web.edge.security` and `web.openai.audio`).
 - places on the speech pools: `SPEECH_SHARE` (1) per login; a login's next call waits for its
   last, so logins take turns (`speech.pools.SpeechPools.share`).
+- bytes kept in the store: `max_disk_bytes_per_user` (256 MB) of its turns' and jobs' text;
+  past it the next turn, job or page upload is refused (429, the page's message, gr.Error)
+  and nothing stored is deleted (`disk_refusal`; checked in `turns.pipeline`, `jobs.JobQueue`
+  and `web.edge.security`).
 
-Disk per login: what a login can put on disk unasked is its uploads (Gradio's cache, swept of
-files older than `cache_max_age_s`, a day), so `max_upload_bytes_per_day` bounds it too; the
-conversations it stores are text capped per turn (`max_text_chars`), not in number.
+Disk per login: what a login keeps is its conversations and jobs (counted by the store's
+triggers as they are written, so a check reads one row) and its uploads (Gradio's cache, swept
+of files older than `cache_max_age_s`, a day, so `max_upload_bytes_per_day` bounds them).
 
-Counts live in the process's memory: a restart starts them again (the day's upload count too).
+Counts live in the process's memory: a restart starts them again (the day's upload count too);
+the disk's is the store's own, kept across restarts and processes.
 No code here knows about Gradio or HTTP; the callers turn a refusal into their answer.
 """
 
@@ -119,6 +124,22 @@ def turns_refusal(held: int, limit: int) -> str | None:
     return (
         f"you already have {limit} turns waiting or running (max_turns_per_user); "
         "try again when one has ended"
+    )
+
+
+def disk_refusal(settings: Any, owner: str, measure: Callable[[str], int]) -> str | None:
+    """Why `owner` may store nothing more now (`max_disk_bytes_per_user`), or None. `measure`:
+    the login's stored bytes (`Store.disk_bytes`, one row), read only when a limit applies:
+    with logins (without, the one user is the machine's own) and a limit other than 0."""
+    limit = int(settings.max_disk_bytes_per_user)
+    if not settings.auth or limit <= 0:
+        return None
+    used = measure(owner)
+    if used < limit:
+        return None
+    return (
+        f"you are keeping {used:,} bytes of conversations and jobs; the limit is {limit:,} "
+        "bytes a login (max_disk_bytes_per_user): delete conversations you no longer need"
     )
 
 

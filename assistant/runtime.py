@@ -10,6 +10,7 @@ from typing import Any
 
 import httpx
 
+from assistant import limits
 from assistant.call.calls import Calls
 from assistant.datadir import make_private_dir
 from assistant.engine.client import Engine, build_client
@@ -201,6 +202,11 @@ class Runtime:
         # run by whoever owns the loop (the server's lifespan, a bench)
         self.loop_lag = LoopLag(self.metrics.loop_lag.observe, self.metrics.loop_held.observe)
 
+    def disk_refusal(self, owner: str) -> str | None:
+        """Why `owner` may store nothing more (`max_disk_bytes_per_user`), or None: one row
+        of the store read, with logins only."""
+        return limits.disk_refusal(self.settings, owner, self.store.disk_bytes)
+
     def _job_fits(self, text: str, budget: int) -> None:
         """A job's text is refused at once when it cannot fit the engine's context window."""
         window, messages = self.engine.window, self.prompts.deep(text)
@@ -227,6 +233,7 @@ class Runtime:
             self.settings,
             log_to=self.store,
             observe=lambda result: self.metrics.observe(result.lane, result.timings),
+            disk=self.disk_refusal,
         )
 
     @functools.cached_property

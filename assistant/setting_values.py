@@ -1,6 +1,7 @@
 """The access settings' values (logins, host names, admins, proxies and other networks, page
-sources, TLS files): their text (an environment variable's, or a TOML list) parsed, a refusal
-naming the setting. `assistant.settings` reads them; nothing here reads the environment."""
+sources, TLS files, a login's bytes): their text (an environment variable's, or a TOML list)
+parsed, a refusal naming the setting. `assistant.settings` reads them; nothing here reads the
+environment."""
 
 from __future__ import annotations
 
@@ -109,3 +110,11 @@ def tls_files(cert: Any, key: Any) -> tuple[Path | None, Path | None]:
             raise ConfigError(f"ASSISTANT_TLS_{name}: no such file: {path}")
         paths.append(path.resolve())
     return paths[0], paths[1]
+
+
+def parse_bytes(raw: Any, var: str) -> int:
+    """A number of bytes (0: no limit); a refusal naming `var` for anything else."""
+    text = str(raw).strip().replace("_", "")
+    if not text.isdigit():
+        raise ConfigError(f"{var} must be a whole number of bytes (0: no limit), not {raw!r}")
+    return int(text)

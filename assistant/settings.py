@@ -15,6 +15,7 @@ from assistant.errors import ConfigError
 from assistant.setting_values import (
     parse_admins,
     parse_auth,
+    parse_bytes,
     parse_hosts,
     parse_networks,
     parse_proxies,
@@ -143,6 +144,10 @@ class Settings:
     the deep lane included: past it the answer ends with what it has."""
     max_upload_bytes_per_day: int = 64 * 1024 * 1024
     """Upload bytes a login may send in a day (page uploads and `/v1/audio`; `limits`)."""
+    max_disk_bytes_per_user: int = 256 * 1024 * 1024
+    """Bytes of turns and jobs a login may keep in the store (with logins; 0: no limit): past
+    it, its next turn, job or upload is refused naming this, and nothing stored is deleted
+    (`limits.disk_refusal`)."""
     admins: tuple[str, ...] | None = None
     """Logins shown the engine's details on the Dashboard (`ASSISTANT_ADMINS`); None: the
     first login in `ASSISTANT_AUTH`."""
@@ -274,6 +279,9 @@ def load_settings(env: dict[str, str] | None = None, toml_path: Path | None = No
         )
         if k in top
     }
+    disk = pick("ASSISTANT_MAX_DISK_BYTES_PER_USER", "max_disk_bytes_per_user")
+    if disk is not None:
+        extra["max_disk_bytes_per_user"] = parse_bytes(disk, "ASSISTANT_MAX_DISK_BYTES_PER_USER")
     # how the embedded engine is laid out on the cores (measured in `bench qos`, README)
     threads = pick("ASSISTANT_EMBEDDED_THREADS", "embedded_threads")
     if threads is not None:

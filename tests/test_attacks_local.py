@@ -164,6 +164,8 @@ def test_the_data_directory_and_every_file_the_app_wrote_are_private(fresh, tmp_
         assert page.call("reopen_1", None).ok  # the page's load: its list of conversations
         opened = page.call("open", cid, None)
         assert opened.ok, opened.error
+        exported = page.call("export", None)  # made when asked (issue 49, item 6)
+        assert exported.ok, exported.error
     finally:
         page.close()
     data = fresh.data_dir

@@ -189,3 +189,30 @@ def test_the_voice_settings_are_saved_together_as_the_page_shows_them(convs):
     with pytest.raises(gr.Error):
         voices.save("no-such-voice", 1.0, True, None)
     assert convs.prefs("local") == {"rate": 2.0, "speak": True}  # refused: nothing changed
+
+
+def test_the_export_is_made_when_asked_not_after_every_turn(convs, tmp_path):
+    # every turn wrote the whole conversation again as an export file (and Gradio kept a copy
+    # of each in its cache), whether or not anyone downloaded it (issue 49, item 6)
+    from assistant.app_client import LOCAL_OWNER
+    from assistant.settings import Settings
+    from assistant.web.page.conversations_panel import Library
+    from assistant.web.page.turns import Tab
+
+    library = Library(convs, Settings(data_dir=tmp_path))
+    tab = Tab()
+    assert library.export(tab, None) is None  # nothing open: nothing to export
+    cid = tab.conversation_id = convs.start(LOCAL_OWNER)
+    for n in range(5):
+        convs._store.add_turn(cid, f"question {n}", result(f"answer {n}", reasoning="hmm"))
+        library.after_turn(tab, None)
+    assert list(library.exports.iterdir()) == []  # five turns, no file written
+    made = library.export(tab, None)
+    assert made is not None and [p.name for p in library.exports.iterdir()] == [
+        made.rsplit("/", 1)[-1]
+    ]
+    # the same document the download always was
+    assert open(made).read() == convs.markdown(cid, LOCAL_OWNER)
+    other = Tab(conversation_id=convs.start("bob"))  # another login's id: nothing
+    convs._store.add_turn(other.conversation_id, "bob's", result("his"))
+    assert library.export(other, None) is None

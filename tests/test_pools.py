@@ -88,3 +88,78 @@ def test_gradio_queue_polls_cheaply_when_idle():
     quiet_queue(demo)
     assert demo._queue.sleep_when_free == QUEUE_POLL_S
     assert demo._queue.progress_update_sleep_when_free == PROGRESS_POLL_S
+
+
+class SlowVoice:
+    """A text-to-speech model whose every sentence takes `seconds` of its pool's thread;
+    records the order sentences were spoken in."""
+
+    def __init__(self, seconds: float):
+        self.seconds, self.spoken, self.lock = seconds, [], threading.Lock()
+
+    def synthesize(self, text: str):
+        from assistant.records import AudioChunk
+
+        time.sleep(self.seconds)
+        with self.lock:
+            self.spoken.append(text)
+        yield AudioChunk(22050, b"\0\0" * 100, text)
+
+
+def test_a_logins_spoken_replies_take_its_share_so_anothers_are_not_held_up(monkeypatch):
+    # the page's spoken replies were synthesized outside the login's share of the pool: ann's
+    # four replies at once put bob's first sentence behind four of hers (issue 49, item 6)
+    from assistant.records import TurnEvent, TurnResult
+    from assistant.speech import pools as process_pools
+    from assistant.turns.recorder import Recorder
+    from assistant.turns.voice import ForLogin, speak
+
+    pools = SpeechPools(PoolSizes(1, 1, 1, 1))  # one synthesis at a time, as on two cores
+    monkeypatch.setattr(process_pools, "_pools", pools)
+    voice = SlowVoice(0.15)
+
+    async def reply(who: str, n: int) -> None:
+        said = " ".join(f"This is sentence {k} of {who}'s reply number {n}." for k in range(3))
+
+        async def events():
+            yield TurnEvent("content", text=said)
+            yield TurnEvent("done", result=TurnResult(said, "chat", "r", "stop"))
+
+        async for _ in speak(events(), ForLogin(voice, who), Recorder()):
+            pass
+
+    async def main() -> None:
+        anns = [asyncio.create_task(reply("ann", n)) for n in range(4)]
+        while pools.calls() < 4:  # each of ann's replies has a sentence in (or for) her place
+            await asyncio.sleep(0.01)
+        await reply("bob", 0)
+        await asyncio.gather(*anns)
+
+    try:
+        asyncio.run(asyncio.wait_for(main(), 20))
+    finally:
+        pools.shutdown()
+    first_of_bob = next(i for i, s in enumerate(voice.spoken) if "bob" in s)
+    # at most ann's sentence already on the pool comes first, not one of each of her replies
+    assert first_of_bob <= 1, voice.spoken[: first_of_bob + 1]
+
+
+def test_the_pages_voice_speaks_in_the_logins_share():
+    from assistant.web.page.turns import Turns
+
+    class Prefs:
+        def prefs(self, owner):
+            return {}
+
+    class Sessions:
+        conversations = Prefs()
+
+    class Speech:
+        async def tts(self, voice=None, speed=1.0):
+            return SlowVoice(0)
+
+    from assistant.settings import Settings
+
+    turns = Turns(Sessions(), Settings(), Speech(), streamed=False)  # type: ignore[arg-type]
+    tts = asyncio.run(turns._tts("ann"))
+    assert tts.share_owner == "ann" and next(iter(tts.synthesize("Hi."))).text == "Hi."

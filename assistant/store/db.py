@@ -236,6 +236,12 @@ class Store(JobRows):
 
     # per-login preferences: the last conversation, the voice and its rate
 
+    def disk_bytes(self, owner: str) -> int:
+        """The bytes of `owner`'s stored turns and jobs (their text), kept by the store's
+        triggers: one row read, whatever the history's length (`max_disk_bytes_per_user`)."""
+        rows = self._query("SELECT bytes FROM disk_usage WHERE owner=?", (owner,))
+        return int(rows[0][0]) if rows else 0
+
     def prefs(self, owner: str) -> dict[str, Any]:
         rows = self._query("SELECT data FROM prefs WHERE owner=?", (owner,))
         return dict(json.loads(rows[0]["data"])) if rows else {}

@@ -117,6 +117,64 @@ def _m6_turn_dropped(db: sqlite3.Connection) -> None:
     db.execute("ALTER TABLE turns ADD COLUMN dropped INTEGER NOT NULL DEFAULT 0")
 
 
+def _bytes(*columns: str) -> str:
+    """SQL for the UTF-8 bytes of `columns` together (a NULL counts 0)."""
+    return " + ".join(f"COALESCE(length(CAST({c} AS BLOB)), 0)" for c in columns)
+
+
+TURN_TEXT = ("user_text", "reply", "reasoning", "error", "timings", "offer")
+JOB_TEXT = ("prompt", "result", "reasoning", "error")
+
+
+def _m7_disk_usage(db: sqlite3.Connection) -> None:
+    """Each login's stored bytes (its turns' and jobs' text), kept by triggers on every write
+    whichever process writes (the app, its job worker, the command line), so the disk quota
+    (`max_disk_bytes_per_user`) reads one row per turn instead of summing the login's whole
+    history (issue 49, item 6)."""
+
+    def turn(row: str) -> str:
+        return _bytes(*(f"{row}.{c}" for c in TURN_TEXT))
+
+    def job(row: str) -> str:
+        return _bytes(*(f"{row}.{c}" for c in JOB_TEXT))
+
+    def add(owner: str, amount: str) -> str:
+        # an upsert from a SELECT needs its WHERE (SQLite's parser); a row of nobody's (a turn
+        # whose conversation is gone) adds nothing
+        return (
+            f"INSERT INTO disk_usage (owner, bytes) SELECT o, {amount} FROM (SELECT {owner} AS o)"
+            " WHERE o IS NOT NULL ON CONFLICT(owner) DO UPDATE SET bytes = bytes + excluded.bytes"
+        )
+
+    turn_owner = "(SELECT owner FROM conversations WHERE id = {}.conversation_id)"
+    new_owner, old_owner = turn_owner.format("NEW"), turn_owner.format("OLD")
+    turn_columns, job_columns = ", ".join(TURN_TEXT), ", ".join(JOB_TEXT)
+    db.execute("CREATE TABLE disk_usage (owner TEXT PRIMARY KEY, bytes INTEGER NOT NULL)")
+    db.execute(
+        "INSERT INTO disk_usage (owner, bytes) SELECT owner, SUM(b) FROM ("
+        f"SELECT c.owner AS owner, {turn('t')} AS b FROM turns t "
+        "JOIN conversations c ON c.id = t.conversation_id "
+        f"UNION ALL SELECT owner, {job('j')} FROM jobs j) GROUP BY owner"
+    )
+    turn_delta = f"({turn('NEW')}) - ({turn('OLD')})"
+    job_delta = f"({job('NEW')}) - ({job('OLD')})"
+    for sql in (
+        f"CREATE TRIGGER turn_bytes_in AFTER INSERT ON turns BEGIN "
+        f"{add(new_owner, turn('NEW'))}; END",
+        f"CREATE TRIGGER turn_bytes_changed AFTER UPDATE OF {turn_columns} ON turns BEGIN "
+        f"{add(new_owner, turn_delta)}; END",
+        f"CREATE TRIGGER turn_bytes_out AFTER DELETE ON turns BEGIN "
+        f"{add(old_owner, '-(' + turn('OLD') + ')')}; END",
+        f"CREATE TRIGGER job_bytes_in AFTER INSERT ON jobs BEGIN "
+        f"{add('NEW.owner', job('NEW'))}; END",
+        f"CREATE TRIGGER job_bytes_changed AFTER UPDATE OF {job_columns} ON jobs BEGIN "
+        f"{add('NEW.owner', job_delta)}; END",
+        f"CREATE TRIGGER job_bytes_out AFTER DELETE ON jobs BEGIN "
+        f"{add('OLD.owner', '-(' + job('OLD') + ')')}; END",
+    ):
+        db.execute(sql)
+
+
 # Append only: a migration, once shipped, never changes. user_version counts those applied.
 MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     _m1_core,
@@ -125,4 +183,5 @@ MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     _m4_job_crashes,
     _m5_turn_offers,
     _m6_turn_dropped,
+    _m7_disk_usage,
 ]

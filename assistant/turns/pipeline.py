@@ -14,7 +14,7 @@ import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 
-from assistant.errors import AssistantError
+from assistant.errors import AssistantError, Busy
 from assistant.records import INTERRUPTED, STOPPED, RouteDecision, TurnEvent, TurnResult
 from assistant.settings import Settings
 from assistant.speech.audio import AudioSource
@@ -82,11 +82,14 @@ class Pipeline:
         *,
         log_to: TurnLog | None = None,
         observe: Callable[[TurnResult], None] | None = None,
+        disk: Callable[[str], str | None] | None = None,
     ):
         self.chat = chat
         self.settings = settings
         self.log_to = log_to
         self.observe = observe
+        self.disk = disk
+        """Why a login may store no more turns (`limits.disk_refusal`), or None."""
 
     async def stream(
         self,
@@ -102,6 +105,11 @@ class Pipeline:
         `keep_stopped`: whether a turn stopped before its end is stored (a hands-free reply
         prepared for words that went on is not: it was never the person's turn). `hold`:
         awaited before the turn is stored (a prepared reply waits for its end to be decided)."""
+        if self.disk is not None and request.conversation_id is not None:
+            # a turn that would be stored, refused before anything is heard, routed or stored:
+            # a login over its disk keeps everything it has and adds nothing
+            if (why := self.disk(request.owner)) is not None:
+                raise Busy(why)
         rec = Recorder(request.received_ms, log_to=self.log_to, observe=self.observe)
         for stage, ms in request.heard_ms.items():
             rec.set(stage, ms)

@@ -35,11 +35,12 @@ HANDED_OFF = "I've handed that to the deep lane; I'll tell you when it's done."
 
 
 class ForLogin:
-    """A speech-to-text model used for `owner`: `transcribe` takes the login's share of the
-    pools with it (`SpeechPools.share`), wherever the turn is transcribed. Everything else is
-    the model's."""
+    """A speech model (either stage) used for `owner`: `transcribe` and each spoken sentence
+    take the login's share of the pools with it (`SpeechPools.share`), wherever the turn runs,
+    so one login's long replies are spoken a sentence of each login's at a time instead of
+    holding the pool for another's. Everything else is the model's."""
 
-    def __init__(self, stt: SpeechToText, owner: str):
+    def __init__(self, stt: SpeechToText | TextToSpeech, owner: str):
         self.stt, self.share_owner = stt, owner
 
     def __getattr__(self, name: str) -> Any:
@@ -133,9 +134,12 @@ async def speak(
 
 
 async def _say(tts: TextToSpeech, text: str, rec: Recorder) -> AsyncIterator[TurnEvent]:
-    """Speak one piece of text, recording the speech timings."""
+    """Speak one piece of text, recording the speech timings; in the `ForLogin` model's share
+    of the pool (taken per sentence, so logins' sentences take turns)."""
     began = now_ms()
-    chunks: list[AudioChunk] = await speech_pools().synthesize(tts, text)
+    pools = speech_pools()
+    async with pools.share(getattr(tts, "share_owner", None)):
+        chunks: list[AudioChunk] = await pools.synthesize(tts, text)
     done = now_ms()
     rec.add("tts_total", done - began)
     notice = getattr(tts, "take_notice", lambda: None)()

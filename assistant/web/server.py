@@ -221,7 +221,10 @@ def serve(
                 # the certificate's names are served like ASSISTANT_ALLOWED_HOSTS
                 "middleware": [
                     *edge_middleware(
-                        settings, certificate.names if certificate else (), rt.calls.logout
+                        settings,
+                        certificate.names if certificate else (),
+                        rt.calls.logout,
+                        disk=rt.disk_refusal,  # a login over its disk uploads nothing more
                     ),
                     Middleware(SecureCookies),
                 ],

@@ -107,10 +107,14 @@ class EdgeGuard:
         upload_max: int = 0,
         uploads: DailyBytes | None = None,
         on_logout: Callable[[str], Awaitable[None]] | None = None,
+        disk: Callable[[str], str | None] | None = None,
     ):
         self.app = app
         self.uploads = uploads
         """Upload bytes per login per day (with a login; `assistant.limits`)."""
+        self.disk = disk
+        """Why a login may store nothing more (`max_disk_bytes_per_user`): its uploads are
+        refused too (each is for a turn it could not take)."""
         self.exposure = exposure
         self.throttle = throttle
         self.wall = wall
@@ -161,6 +165,7 @@ class EdgeGuard:
             user = self.wall.login_of(scope, headers) if self.wall is not None else None
             if self.uploads is not None and user is not None:
                 why = self.uploads.refusal(user, int(declared) if declared.isdigit() else 0)
+                why = why or (self.disk(user) if self.disk is not None else None)
                 if why is not None:
                     await refuse(scope, send, 429, why)
                     return
@@ -292,10 +297,12 @@ def edge_middleware(
     settings: Settings,
     certificate_names: Iterable[str] = (),
     on_logout: Callable[[str], Awaitable[None]] | None = None,
+    disk: Callable[[str], str | None] | None = None,
 ) -> list[Any]:
     """The middleware list for the app (FastAPI's `middleware=` argument). `certificate_names`:
     the names the served TLS certificate is for, served like ASSISTANT_ALLOWED_HOSTS;
-    `on_logout`: told each login that logged out (its calls end)."""
+    `on_logout`: told each login that logged out (its calls end); `disk`: why a login may
+    store nothing more (its uploads are refused)."""
     from starlette.middleware import Middleware
 
     login = bool(settings.auth)
@@ -307,6 +314,7 @@ def edge_middleware(
         upload_max=settings.max_upload_bytes + MULTIPART_SLACK,
         uploads=uploads_per_day(settings) if login else None,
         on_logout=on_logout if login else None,
+        disk=disk if login else None,
     )
     # outermost: the refusals get the page's headers too
     return [Middleware(PageHeaders, sources=settings.page_sources), guard]

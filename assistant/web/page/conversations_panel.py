@@ -1,5 +1,9 @@
 """The sidebar of conversations (new, reopen, rename, delete, export) and the voice settings.
 
+A conversation's Markdown export is made when the person asks for it (the Export button), not
+after every turn: writing the whole conversation again at each turn cost a turn's CPU and left
+a copy of it per turn in Gradio's cache (issue 49, item 6).
+
 Both are remembered per login in the store (`Conversations.prefs`): the page reopens the
 conversation a user was in after a reload, and speaks in the voice and at the rate they chose.
 """
@@ -30,6 +34,11 @@ CLOSE_SIDEBAR_ON_PHONE_JS = """() => {
   const bar = document.querySelector('#sidebar');
   if (bar && bar.classList.contains('open')) bar.querySelector('.toggle-button')?.click();
 }"""
+# the export was just made into the hidden download button: its click downloads it (a
+# DownloadButton downloads the file it holds when clicked, so it cannot make the file itself)
+DOWNLOAD_EXPORT_JS = """() => {
+  setTimeout(() => document.querySelector('#export-file')?.click(), 0);
+}"""
 
 
 @dataclass
@@ -40,7 +49,10 @@ class ConversationsPanel:
     listing: gr.Radio
     title: gr.Textbox
     rename: gr.Button
-    export: gr.DownloadButton
+    export: gr.Button
+    """Makes the file, then has the browser download it (`export_file`)."""
+    export_file: gr.DownloadButton
+    """Hidden: holds the file just made, and is clicked by the page to download it."""
     delete: gr.Button
     confirm_row: gr.Row
     confirm: gr.Button
@@ -54,8 +66,11 @@ def build_conversations_panel() -> ConversationsPanel:
         title = gr.Textbox(label="Title", max_lines=1, elem_id="conversation-title")
         with gr.Row():
             rename = gr.Button("Rename", size="sm", elem_id="rename", min_width=60)
-            export = gr.DownloadButton(
-                "Export .md", value=None, size="sm", elem_id="export", min_width=60
+            export = gr.Button(
+                "Export .md", size="sm", elem_id="export", min_width=60, interactive=False
+            )
+            export_file = gr.DownloadButton(
+                "Export .md", value=None, visible="hidden", elem_id="export-file"
             )
             delete = gr.Button("Delete", size="sm", variant="stop", elem_id="delete", min_width=60)
         with gr.Row(visible=False, elem_id="confirm-delete") as confirm_row:
@@ -63,7 +78,7 @@ def build_conversations_panel() -> ConversationsPanel:
             confirm = gr.Button("Delete for good", size="sm", variant="stop", min_width=60)
             keep = gr.Button("Keep it", size="sm", min_width=60)
     return ConversationsPanel(
-        new, listing, title, rename, export, delete, confirm_row, confirm, keep
+        new, listing, title, rename, export, export_file, delete, confirm_row, confirm, keep
     )
 
 
@@ -79,7 +94,8 @@ def label(info: ConversationInfo, now: float | None = None) -> str:
 class Library:
     """The sidebar's callbacks; each reads and changes only the caller's own conversations.
 
-    The "view" outputs, in order: chatbot, list, title, export file, the delete confirmation.
+    The "view" outputs, in order: chatbot, list, title, the Export button (enabled when there
+    is a conversation to export), the delete confirmation.
     """
 
     def __init__(self, conversations: Conversations, settings: Settings):
@@ -152,13 +168,19 @@ class Library:
             history,
             gr.Radio(choices=choices, value=current.id if current else None),
             current.title if current else "",
-            self._export(current, owner),
+            gr.Button(interactive=current is not None),
             gr.Row(visible=False),
         )
 
-    def _export(self, info: ConversationInfo | None, owner: str) -> str | None:
+    def export(self, tab: Tab, request: gr.Request) -> str | None:
+        """The Export button: the open conversation as a Markdown file, made now (the page
+        then downloads it)."""
+        owner = owner_of(self.settings, request)
+        cid = tab.conversation_id
+        info = self.conversations.get(cid, owner) if cid else None
         text = self.conversations.markdown(info.id, owner) if info else None
         if info is None or text is None:
+            gr.Warning("Open a conversation to export first.")
             return None
         slug = re.sub(r"[^a-z0-9]+", "-", (info.title or "conversation").lower()).strip("-")
         path = self.exports / f"{slug[:40] or 'conversation'}-{info.id[:8]}.md"

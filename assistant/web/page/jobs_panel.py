@@ -229,7 +229,9 @@ class Jobs:
         if tts is None:
             return None
         try:
-            chunks = await speech_pools().synthesize(tts, text)
+            pools = speech_pools()
+            async with pools.share(owner):  # a notice waits its turn like a reply
+                chunks = await pools.synthesize(tts, text)
         except AssistantError as e:  # a speech server down: the notice is still shown
             gr.Warning(f"The notice could not be spoken: {e}")
             return None

@@ -20,6 +20,7 @@ from assistant.settings import Settings
 from assistant.web.page.api import Api, add_api
 from assistant.web.page.conversations_panel import (
     CLOSE_SIDEBAR_ON_PHONE_JS,
+    DOWNLOAD_EXPORT_JS,
     ConversationsPanel,
     Library,
     VoiceSettings,
@@ -397,6 +398,9 @@ def wire_conversations(
     side.delete.click(library.ask_delete, inputs=session, outputs=side.confirm_row, **private)
     side.keep.click(lambda: gr.Row(visible=False), outputs=side.confirm_row, **private)
     side.confirm.click(library.delete, inputs=session, outputs=view, cancels=replies, **private)
+    side.export.click(library.export, inputs=session, outputs=side.export_file, **private).success(
+        None, js=DOWNLOAD_EXPORT_JS, **private
+    )
     for reply in replies:
         reply.then(library.after_turn, inputs=session, outputs=summary, **private)
     demo.load(library.reopen, inputs=session, outputs=view, **private).then(

@@ -271,7 +271,9 @@ class Turns:
         yield gr.skip(), gr.skip(), None  # clear the recorder for the next turn
 
     async def _tts(self, owner: str) -> Any:
-        return await voice_of(self.speech, self.sessions.conversations.prefs(owner))
+        """The login's voice, speaking in the login's share of the pool (as `voice` hears)."""
+        tts = await voice_of(self.speech, self.sessions.conversations.prefs(owner))
+        return ForLogin(tts, owner) if tts is not None else None
 
     async def _stream(
         self, view: TurnView, turn: AsyncIterator[TurnEvent], tab: Tab
