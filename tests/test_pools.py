@@ -163,3 +163,20 @@ def test_the_pages_voice_speaks_in_the_logins_share():
     turns = Turns(Sessions(), Settings(), Speech(), streamed=False)  # type: ignore[arg-type]
     tts = asyncio.run(turns._tts("ann"))
     assert tts.share_owner == "ann" and next(iter(tts.synthesize("Hi."))).text == "Hi."
+
+
+def test_a_calls_voice_speaks_in_the_logins_share_as_the_pages_does():
+    """The login's voice is chosen in one place (`session.voice`) for the page and for a call
+    (`web.call`): asked for a login, it speaks each sentence in that login's share; with
+    speech off (a call honours the saved box) there is no voice to share."""
+    from assistant.session.voice import chosen_voice
+
+    class Speech:
+        async def tts(self, voice=None, speed=1.0):
+            return SlowVoice(0)
+
+    chosen = asyncio.run(chosen_voice(Speech(), {}, owner="ann"))
+    assert chosen.tts.share_owner == "ann"
+    assert next(iter(chosen.tts.synthesize("Hi."))).text == "Hi."
+    off = asyncio.run(chosen_voice(Speech(), {"speak": False}, owner="ann"))
+    assert off.tts is None

@@ -28,10 +28,21 @@ class Chosen:
 
 
 async def chosen_voice(
-    speech: Voices, prefs: Mapping[str, Any], *, honour_off: bool = True
+    speech: Voices, prefs: Mapping[str, Any], *, honour_off: bool = True, owner: str | None = None
 ) -> Chosen:
     """`honour_off`: the saved "Speak replies" decides (a call, a notice); the page passes its
-    box's value with each turn instead."""
+    box's value with each turn instead. `owner`: the voice speaks each sentence in that login's
+    share of the speech pools (a page's reply, a call's), so one login's replies take turns
+    with another's instead of holding the pool."""
+    chosen = await _chosen(speech, prefs, honour_off)
+    if owner is None or chosen.tts is None:
+        return chosen
+    from assistant.turns.voice import ForLogin
+
+    return Chosen(ForLogin(chosen.tts, owner), chosen.warning)
+
+
+async def _chosen(speech: Voices, prefs: Mapping[str, Any], honour_off: bool) -> Chosen:
     if honour_off and not prefs.get("speak", True):
         return Chosen(None)
     voice, rate = prefs.get("voice"), float(prefs.get("rate", 1.0))

@@ -200,8 +200,8 @@ def add_listen_route(app: Any, rt: Runtime, speech: SpeechModels) -> None:
         def session() -> Any:  # the conversation the login has open, asked at each turn
             return rt.sessions.saved(owner)
 
-        async def tts() -> Any:  # the login's voice, chosen where the page's is
-            chosen = await chosen_voice(speech, rt.conversations.prefs(owner))
+        async def tts() -> Any:  # the login's voice, chosen where the page's is, in its share
+            chosen = await chosen_voice(speech, rt.conversations.prefs(owner), owner=owner)
             if chosen.warning:
                 log.warning("call of %s: %s", owner, chosen.warning)
             return chosen.tts

@@ -132,10 +132,11 @@ class TurnView:
         self.answer["content"] = text
 
 
-async def voice_of(speech: SpeechModels, prefs: dict[str, Any]) -> Any:
-    """The login's voice (`session.voice`, the one place it is chosen), its warning shown; the
-    page's own "Speak replies" box says whether to speak, with each turn."""
-    chosen = await chosen_voice(speech, prefs, honour_off=False)
+async def voice_of(speech: SpeechModels, prefs: dict[str, Any], owner: str | None = None) -> Any:
+    """The login's voice (`session.voice`, the one place it is chosen; in `owner`'s share of
+    the pools), its warning shown; the page's own "Speak replies" box says whether to speak,
+    with each turn."""
+    chosen = await chosen_voice(speech, prefs, honour_off=False, owner=owner)
     if chosen.warning:
         gr.Warning(chosen.warning)
     return chosen.tts
@@ -272,8 +273,7 @@ class Turns:
 
     async def _tts(self, owner: str) -> Any:
         """The login's voice, speaking in the login's share of the pool (as `voice` hears)."""
-        tts = await voice_of(self.speech, self.sessions.conversations.prefs(owner))
-        return ForLogin(tts, owner) if tts is not None else None
+        return await voice_of(self.speech, self.sessions.conversations.prefs(owner), owner)
 
     async def _stream(
         self, view: TurnView, turn: AsyncIterator[TurnEvent], tab: Tab
