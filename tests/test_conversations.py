@@ -181,14 +181,30 @@ def test_the_voice_settings_are_saved_together_as_the_page_shows_them(convs):
     from assistant.web.page.conversations_panel import VoiceSettings
 
     voices = VoiceSettings(convs, Settings())
-    player = voices.save(None, 1.5, False, None)
+    player = voices.save(None, 1.5, False, None, None)
     assert convs.prefs("local") == {"rate": 1.5, "speak": False}
     assert player.visible is False
-    voices.save(None, 9.0, True, None)  # out of range: held to the slider's bounds
+    voices.save(None, 9.0, True, None, None)  # out of range: held to the slider's bounds
     assert convs.prefs("local") == {"rate": 2.0, "speak": True}  # the default voice: not stored
     with pytest.raises(gr.Error):
-        voices.save("no-such-voice", 1.0, True, None)
+        voices.save("no-such-voice", 1.0, True, None, None)
     assert convs.prefs("local") == {"rate": 2.0, "speak": True}  # refused: nothing changed
+
+
+def test_a_voice_save_that_lands_after_a_newer_one_from_its_page_is_dropped(convs):
+    # two saves in flight at once may finish in either order: CI saw the box's untick saved,
+    # then the rate's earlier save (box still ticked) land last, and the setting read "on"
+    from assistant.settings import Settings
+    from assistant.web.page.conversations_panel import VoiceSettings
+
+    voices = VoiceSettings(convs, Settings())
+    voices.save(None, 1.5, False, "page1:2", None)  # the newer save lands first
+    assert voices.save(None, 1.5, True, "page1:1", None) == {"__type__": "update"}  # the older
+    assert convs.prefs("local") == {"rate": 1.5, "speak": False}
+    voices.save(None, 1.2, False, "page1:3", None)
+    assert convs.prefs("local") == {"rate": 1.2, "speak": False}
+    voices.save(None, 1.0, True, "page2:1", None)  # another page (a reload): its own order
+    assert convs.prefs("local") == {"rate": 1.0, "speak": True}
 
 
 def test_the_export_is_made_when_asked_not_after_every_turn(convs, tmp_path):

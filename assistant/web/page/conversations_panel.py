@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -101,6 +102,8 @@ class Library:
     def __init__(self, conversations: Conversations, settings: Settings):
         self.conversations = conversations
         self.settings = settings
+        self._newest: dict[str, tuple[str, int]] = {}  # owner -> (page, its newest save)
+        self._saving = threading.Lock()  # saves run in Gradio's threads
         self.exports = Path(tempfile.mkdtemp(prefix="assistant-conversations-"))
 
     def reopen(self, tab: Tab, request: gr.Request) -> tuple[Any, ...]:
@@ -195,6 +198,7 @@ class VoicePanel:
     voice: gr.Dropdown
     rate: gr.Slider
     speak: gr.Checkbox
+    stamp: gr.Textbox  # the page and the order of a save (VOICE_STAMP_JS), never shown
 
 
 def build_voice_panel(settings: Settings) -> VoicePanel:
@@ -219,7 +223,38 @@ def build_voice_panel(settings: Settings) -> VoicePanel:
                 MIN_RATE, MAX_RATE, value=1.0, step=0.1, label="Speaking rate",
                 elem_id="rate", scale=2, interactive=False,
             )  # fmt: skip
-    return VoicePanel(voice, rate, speak)
+            stamp = gr.Textbox(visible="hidden", elem_id="voice-stamp")
+    return VoicePanel(voice, rate, speak, stamp)
+
+
+VOICE_STAMP_JS = (
+    "(voice, rate, speak, stamp) => { const w = window; "
+    "w.assistantVoicePage ??= Array.from(crypto.getRandomValues(new Uint32Array(2))).join(''); "
+    "w.assistantVoiceSeq = (w.assistantVoiceSeq || 0) + 1; "
+    "return [voice, rate, speak, `${w.assistantVoicePage}:${w.assistantVoiceSeq}`]; }"
+)
+"""A save is stamped with the page it came from and its place among that page's saves: two
+saves in flight at once (a change made while Gradio was still sending the one before) may
+reach the server, or finish there, in either order, and the older must not win."""
+
+
+def wire_voice_settings(
+    demo: gr.Blocks, panel: VoicePanel, voices: VoiceSettings, reply_audio: gr.Audio,
+    private: dict[str, Any],
+) -> None:  # fmt: skip
+    """One save of all three, on a change to any (on input, not release: a rate typed and left
+    with Tab was released with the old value), so a change whose own event was lost on a busy
+    machine is saved by the next; always_last, so a change made while a save is on its way is
+    saved after it with the values shown then; stamped, so the newest save wins however the
+    saves land (CI saw untick, then the rate's save finishing last with the box still ticked)."""
+    gr.on(
+        [panel.voice.input, panel.rate.input, panel.speak.input], voices.save,
+        inputs=[panel.voice, panel.rate, panel.speak, panel.stamp], outputs=reply_audio,
+        js=VOICE_STAMP_JS, trigger_mode="always_last", **private,
+    )  # fmt: skip
+    demo.load(
+        voices.load_voice, outputs=[panel.voice, panel.rate, panel.speak, reply_audio], **private
+    )
 
 
 class VoiceSettings:
@@ -228,6 +263,8 @@ class VoiceSettings:
     def __init__(self, conversations: Conversations, settings: Settings):
         self.conversations = conversations
         self.settings = settings
+        self._newest: dict[str, tuple[str, int]] = {}  # owner -> (page, its newest save)
+        self._saving = threading.Lock()  # saves run in Gradio's threads
 
     def load_voice(self, request: gr.Request) -> tuple[Any, Any, Any, Any]:
         """Page load: voice, rate, speak (each enabled now that it shows the login's value), and
@@ -244,13 +281,24 @@ class VoiceSettings:
             gr.Audio(visible=speak),
         )
 
-    def save(self, voice: str | None, rate: float | None, speak: bool, request: gr.Request) -> Any:
-        """The three as the page shows them, on a change to any (the page runs one at a time,
-        the newest last: `page.build_ui`)."""
+    def save(
+        self, voice: str | None, rate: float | None, speak: bool, stamp: str | None,
+        request: gr.Request,
+    ) -> Any:  # fmt: skip
+        """The three as the page shows them, on a change to any (`wire_voice_settings`); a save
+        older than one already made from the same page is dropped."""
         known = {name for _, name in voice_choices(self.settings)}
         if voice and voice not in known:
             raise gr.Error(f"unknown voice {voice!r}")
         rate = min(max(float(rate or 1.0), MIN_RATE), MAX_RATE)
         owner = owner_of(self.settings, request)
-        self.conversations.remember(owner, voice=voice or None, rate=rate, speak=bool(speak))
+        page, _, seq = (stamp or "").rpartition(":")
+        order = int(seq) if seq.isdigit() else 0
+        with self._saving:
+            newest = self._newest.get(owner)
+            if page and newest is not None and newest[0] == page and order <= newest[1]:
+                return gr.update()  # a newer save from this page already landed
+            if page:
+                self._newest[owner] = (page, order)
+            self.conversations.remember(owner, voice=voice or None, rate=rate, speak=bool(speak))
         return gr.Audio(visible=bool(speak))

@@ -26,6 +26,7 @@ from assistant.web.page.conversations_panel import (
     VoiceSettings,
     build_conversations_panel,
     build_voice_panel,
+    wire_voice_settings,
 )
 from assistant.web.page.dashboard import EngineWatch
 from assistant.web.page.dashboard_panel import REFRESH_S as DASH_REFRESH_S
@@ -329,20 +330,7 @@ def build_ui(rt: Runtime, speech: SpeechModels | None = None) -> gr.Blocks:
                    queue=False, **private)  # fmt: skip
         mic.start_recording(None, js=PAUSE_AUDIO_JS, cancels=replies, **private)
         wire_conversations(demo, side, library, session, chatbot, replies)
-        # One save of all three, on a change to any (on input, not release: a rate typed and
-        # left with Tab was released with the old value): a change whose own event was lost
-        # on a busy machine (CI saw the rate's, 1.0 kept for 1.5, the speech box saved) is
-        # saved by the next. One dependency, always_last: its saves run one at a time, and a
-        # change made while one is on its way is saved after it with the values shown then
-        # (Gradio's default drops it: untick and tick quickly, and the saved setting said off).
-        gr.on(
-            [voice.voice.input, voice.rate.input, speak.input], voices.save,
-            inputs=[voice.voice, voice.rate, speak], outputs=reply_audio,
-            trigger_mode="always_last", **private,
-        )  # fmt: skip
-        demo.load(
-            voices.load_voice, outputs=[voice.voice, voice.rate, speak, reply_audio], **private
-        )
+        wire_voice_settings(demo, voice, voices, reply_audio, private)
 
         demo.load(status.banner, outputs=banner, **private)
         gr.Timer(BANNER_EVERY_S).tick(
