@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterator
+
 import pytest
 
 from assistant.speech.sentences import (
@@ -187,3 +190,121 @@ def test_short_replies_stay_whole_sentences():
         pieces += s.feed(word + " ")
     pieces += s.flush()
     assert pieces == ["Yes, it is.", "Paris, the capital, is in France, in Europe.", "Sure."]
+
+
+def tokens(text: str) -> list[str]:
+    """`text` as a model streams it: token-sized deltas, each a space and a few characters."""
+    return re.findall(r"\s*\S{1,4}", text)
+
+
+def first_piece(reply: str) -> tuple[str, int]:
+    """The first piece spoken of `reply` streamed as tokens, and how much had arrived then."""
+    splitter, arrived = SentenceSplitter(), 0
+    for delta in tokens(reply):
+        arrived += len(delta)
+        if out := splitter.feed(delta):
+            return out[0], arrived
+    return splitter.flush()[0], len(reply)
+
+
+@pytest.mark.parametrize(
+    ("reply", "first"),
+    [
+        (
+            "The short answer is yes, but only if the warranty is still valid for your model.",
+            "The short answer is yes,",
+        ),
+        (
+            "A heat pump moves heat from outside to inside because compressing a gas makes it "
+            "hotter, and letting it expand again makes it colder.",
+            "A heat pump moves heat from outside to inside",
+        ),
+        (
+            "Restart the service from the settings page and it will pick up the new configuration "
+            "without a reboot.",
+            "Restart the service from the settings page",
+        ),
+        (
+            "It depends on your budget — a used bike costs far less than a new one does.",
+            "It depends on your budget —",
+        ),
+        (
+            "There are two good options here: take the bus from the station or walk along the "
+            "river path.",
+            "There are two good options here:",
+        ),
+        (
+            "I moved to the U.S., so it was a big change for the whole family at first.",
+            "I moved to the U.S.,",
+        ),
+    ],
+)
+def test_the_first_piece_is_a_natural_clause_spoken_before_the_sentence_ends(
+    reply: str, first: str
+) -> None:
+    # issue 51: speech starts on the first few words, where a speaker would pause, not at
+    # the first sentence's end (nor, as before, only past 60 characters)
+    piece, arrived = first_piece(reply)
+    assert piece == first
+    assert len(reply[arrived:].split()) >= 4  # long before the sentence end arrived
+    fed, rest = stream(reply, 3)
+    assert [*fed, *rest] == [first, reply[len(first) :].strip()]
+    # the whole sentence at once (a Wyoming chunk, a reply that was not streamed): its end is
+    # there, so it is kept whole
+    assert split_sentences(reply) == [reply]
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        "It costs 1,000 dollars and takes about three weeks to arrive by sea freight.",  # number
+        "Use a fast model, e.g. the tiny one, for speech and for nothing else at all.",  # e.g.
+        'He said "turn left, then right, and keep going until the bridge" and then left.',
+        "You will need flour, sugar, eggs, butter and a pinch of salt for this recipe.",  # list
+        "The flag has stripes of red, green and dark blue from the top to the bottom.",
+        "Paris, the capital, is a big city in the north of France with many museums.",
+        "The answer is four, I think.",  # only a fragment after the comma
+        "The train leaves at noon, so be early.",  # the sentence ends soon after: whole
+        "Well, you could try the bus instead of walking all the way over there.",  # "Well,"
+        "The valve sits between the engine and the boiler in most of the older cars.",
+        "It was so good that we went back to the same place the next day for more.",
+    ],
+)
+def test_what_must_not_be_cut_stays_one_sentence(reply: str) -> None:
+    for deltas in (tokens(reply), list(reply), [reply]):
+        splitter = SentenceSplitter()
+        fed = [s for d in deltas for s in splitter.feed(d)]
+        assert [*fed, *splitter.flush()] == [reply]
+
+
+def test_only_the_first_piece_is_a_clause() -> None:
+    # once speech plays, whole sentences sound better: a later sentence is never cut
+    reply = (
+        "Sure. The steam engine works by heating water in a boiler, and the steam pushes a "
+        "piston. The short answer is yes, but only if the warranty is still valid."
+    )
+    splitter = SentenceSplitter()
+    fed = [s for d in tokens(reply) for s in splitter.feed(d)]
+    assert [*fed, *splitter.flush()] == [
+        "Sure.",
+        "The steam engine works by heating water in a boiler, and the steam pushes a piston.",
+        "The short answer is yes, but only if the warranty is still valid.",
+    ]
+
+
+def test_looking_for_the_first_clause_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A first sentence fed at once and never ending (a list of 20,000 items) is looked at
+    for its first clause within the first few hundred characters only, not all of it at
+    every candidate cut: the work is counted, as above, not timed."""
+    import assistant.speech.sentences as sentences
+
+    seen: list[int] = []
+
+    class Counted:
+        def finditer(self, text: str) -> Iterator[re.Match[str]]:
+            seen.append(len(text))
+            return re.finditer(r"\S+", text)
+
+    monkeypatch.setattr(sentences, "_WORD", Counted())
+    pieces = split_sentences("item, " * 20_000)
+    assert len(pieces) > 100 and seen and max(seen) <= 2 * MAX_CLAUSE_CHARS
