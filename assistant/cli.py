@@ -44,8 +44,8 @@ def _app_running(settings: Settings) -> bool:
 
 def cmd_delegate(args: argparse.Namespace, settings: Settings) -> int:
     from assistant.jobs import JobQueue
+    from assistant.limits import check_text
     from assistant.store.db import Store
-    from assistant.turns.chat import check_text
 
     text = check_text(" ".join(args.text), settings.max_text_chars)
     wait = args.wait

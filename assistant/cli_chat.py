@@ -10,7 +10,9 @@ import asyncio
 import sys
 from typing import Any
 
-from assistant.errors import AssistantError, BadInput
+from assistant.errors import AssistantError, BadInput, BudgetExhausted
+from assistant.limits import check_text
+from assistant.records import EXHAUSTED_MESSAGE
 from assistant.settings import Settings
 from assistant.terminal import json_line, visible
 
@@ -35,7 +37,7 @@ def chat(args: argparse.Namespace, settings: Settings) -> int:
     user's most recently active conversation unless `--new` or `--conversation ID` says."""
     from assistant.app_client import find_app
 
-    text = _checked(" ".join(args.text), settings.max_text_chars)
+    text = check_text(" ".join(args.text), settings.max_text_chars)
     app = find_app(
         settings.data_dir, note=lambda why: print(f"note: {visible(why)}", file=sys.stderr)
     )
@@ -45,7 +47,6 @@ def chat(args: argparse.Namespace, settings: Settings) -> int:
         finally:
             app.close()
     from assistant.session import Ask
-    from assistant.turns.chat import raise_for
 
     with runtime(settings) as rt:
         session = _session(rt.sessions, args, text)
@@ -58,7 +59,8 @@ def chat(args: argparse.Namespace, settings: Settings) -> int:
     else:
         print(visible(result.reply))  # a reply's escape codes are shown, never run
         _footer(result.error, result.lane, result.reason, result.timings.as_dict())
-    raise_for(result)
+    if result.exhausted:  # exit code 3
+        raise BudgetExhausted(result.error or EXHAUSTED_MESSAGE)
     if result.error and not result.reply:
         return 1
     return 0
@@ -66,17 +68,6 @@ def chat(args: argparse.Namespace, settings: Settings) -> int:
 
 LOCAL = "local"
 """The command line's owner: the machine's own user (in-process and through the app)."""
-
-
-def _checked(text: str, limit: int) -> str:
-    # turns.chat.check_text's rule, without importing the turn machinery (0.6 s) when the
-    # app will run the turn
-    text = text.strip()
-    if not text:
-        raise BadInput("the message is empty")
-    if len(text) > limit:
-        raise BadInput(f"the message is too long ({len(text)} characters; the limit is {limit})")
-    return text
 
 
 def _session(sessions: Any, args: argparse.Namespace, title: str) -> Any:
@@ -92,7 +83,6 @@ def _session(sessions: Any, args: argparse.Namespace, title: str) -> Any:
 
 def _chat_through(app: Any, text: str, args: argparse.Namespace, settings: Settings) -> int:
     from assistant.app_client import AppError
-    from assistant.errors import BudgetExhausted
 
     # the app resolves the conversation and carries its own history of it (one rule, one
     # history: stopped replies as heard, as the page's turns read them)

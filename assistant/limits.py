@@ -40,6 +40,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from assistant.errors import BadInput
+
 CALLS_PER_LOGIN = 2
 """Two tabs of one person; a third is refused."""
 CALLS = 8
@@ -49,6 +51,17 @@ SPEECH_SHARE = 1
 without a share one login's eight long uploads put another's short clip behind all of them
 (0.9 s alone, 181 s beside them; issue 38)."""
 DAY_S = 86400.0
+
+
+def check_text(text: str, limit: int) -> str:
+    """A turn's text as the engine will see it, or BadInput with the reason (`max_text_chars`:
+    every way in checks it before it opens a conversation, the turn again)."""
+    text = (text or "").strip()
+    if not text:
+        raise BadInput("the message is empty")
+    if len(text) > limit:
+        raise BadInput(f"the message is too long ({len(text)} characters; the limit is {limit})")
+    return text
 
 
 class Counted:

@@ -42,6 +42,12 @@ STOPPED = "stopped before the answer was complete"
 """The engine ended the stream cleanly but early, with no finish reason and budget left:
 llama-cpp-python's server does this to a running request when another one arrives."""
 INCOMPLETE = (CUT, STALLED, TIMED_OUT, CRASHED, INTERRUPTED)
+EXHAUSTED_MESSAGE = (
+    "The engine spent its whole reasoning budget and gave no answer, even after a retry "
+    "without thinking. Try a shorter question, or delegate it for a bigger budget."
+)
+HANDED_OFF = "I've handed that to the deep lane; I'll tell you when it's done."
+"""Spoken instead of the written hand-off, whose job id is no pleasure to hear."""
 
 
 @dataclass(frozen=True)

@@ -71,6 +71,52 @@ def test_the_web_layer_never_touches_the_store():
             assert not any(m.startswith("assistant.store") for m in _imports(path, modules)), name
 
 
+ADAPTERS = ("assistant.web.page", "assistant.web.call", "assistant.web.openai", "assistant.cli",
+            "assistant.wyoming")  # fmt: skip
+"""The ways in: each translates its wire into a request of the session and its events back."""
+TURN_MACHINERY = ("assistant.turns", "assistant.routing", "assistant.prompting")
+"""What runs a turn: the pipeline, its chat stages (route, prompt, stream, recover), its voice
+stages, the recorder; the router; the prompt. `turns.conversations` is the conversations' list
+and settings, not a turn's machinery."""
+NOT_MACHINERY = ("assistant.turns.conversations",)
+EXEMPT = {
+    # `assistant route`: the classifier's own tool (text in, its decision out), no turn
+    ("assistant.cli", "assistant.routing.router"),
+    ("assistant.cli", "assistant.routing.conversation"),
+}
+
+
+def _is_adapter(name: str) -> bool:
+    return any(name == a or name.startswith(a + ".") or name.startswith(a + "_") for a in ADAPTERS)
+
+
+def _is_machinery(name: str) -> bool:
+    inside = any(name == m or name.startswith(m + ".") for m in TURN_MACHINERY)
+    return inside and name not in NOT_MACHINERY
+
+
+def test_adapters_reach_the_turn_machinery_only_through_the_session():
+    # issue 47, item 3: the page, the call socket, /v1, the Gradio API, the command line and
+    # Wyoming ask `assistant.session` (and pass typed records); none imports the pipeline, the
+    # chat stages, the voice stages, the router or the prompt, at the top or in a function
+    modules = _modules()
+    adapters = sorted(n for n in modules if _is_adapter(n))
+    ways_in = ("web.page.turns", "web.page.api", "web.call", "web.openai.route", "cli_chat",
+               "wyoming.handling")  # fmt: skip
+    for way_in in ways_in:
+        assert f"assistant.{way_in}" in adapters, way_in
+    machinery = {n for n in modules if _is_machinery(n)}
+    assert {"assistant.turns.pipeline", "assistant.turns.chat", "assistant.turns.voice",
+            "assistant.routing.router"} <= machinery  # fmt: skip
+    breaches = sorted(
+        (name, used)
+        for name in adapters
+        for used in _imports(modules[name], modules)
+        if _is_machinery(used) and (name, used) not in EXEMPT
+    )
+    assert not breaches, f"adapters past the session: {breaches}"
+
+
 def test_one_list_of_stages_and_one_percentile():
     assert tuple(f.name for f in dataclasses.fields(Timings)) == TIMING_KEYS == tuple(STAGES)
     for path in PACKAGE.rglob("*.py"):

@@ -20,6 +20,9 @@ from assistant.call.calls import Calls
 from assistant.settings import Settings
 from assistant.web import call as listen_route
 from assistant.web.call import add_listen_route
+from assistant.web.edge.asgi import header_map
+from assistant.web.edge.exposure import Refusal
+from assistant.web.edge.login_wall import LoginWall
 
 
 class Speech:
@@ -127,6 +130,37 @@ def test_a_quiet_call_is_warned_then_ended_after_the_idle_time():
         with pytest.raises(WebSocketDisconnect) as closed:
             ws.receive_json()
         assert closed.value.code == idle.IDLE_CODE
+    assert app.state.calls.open == {}
+
+
+class WallOnly:
+    """The edge's login wall alone, before the app (as `EdgeGuard` runs it)."""
+
+    def __init__(self, app, wall: LoginWall) -> None:
+        self.app, self.wall = app, wall
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] == "websocket":
+            admitted = await self.wall.admit(scope, receive, send, header_map(scope))
+            assert not isinstance(admitted, Refusal)
+        await self.app(scope, receive, send)
+
+
+def test_a_call_ends_when_its_login_expires():
+    # the login lasts 1.5 s from its first use (the call's socket): then the call ends (4401),
+    # though the page goes on sending and nothing else asks the app anything
+    tc, app = client(settings=Settings(auth=(("ann", "ann-secret-1"),)))
+    app.cookie_id, app.tokens = "c", {"tok": "ann"}  # type: ignore[attr-defined]
+    app.add_middleware(WallOnly, wall=LoginWall(max_age_s=1.5))
+    started = time.monotonic()
+    with tc.websocket_connect("/listen", headers={"cookie": "access-token-c=tok"}) as ws:
+        ws.send_bytes(bytes(3200))
+        said = ws.receive_json()
+        assert said["kind"] == "error" and "expired" in said["text"], said
+        assert time.monotonic() - started >= 1.5
+        with pytest.raises(WebSocketDisconnect) as closed:
+            ws.receive_json()
+        assert closed.value.code == 4401
     assert app.state.calls.open == {}
 
 

@@ -82,7 +82,8 @@ class Call:
         """Numbers for turns the listener did not hear (typed, notices): below zero."""
         self._notices: list[str] = []
         self._notice_task: asyncio.Task[None] | None = None
-        self._changed = asyncio.Event()  # the state or the turn changed (see `_announce`)
+        self.changed = asyncio.Event()
+        """The state or the turn changed (notices, `idle.watch`); cleared by a waiter."""
         self._aside: int | None = None  # the utterance taken as a backchannel
 
     async def run(self) -> None:
@@ -181,8 +182,8 @@ class Call:
     async def _announce(self) -> None:
         while self._notices:
             while not quiet(self._view()):  # no turn, no sound
-                self._changed.clear()
-                await self._changed.wait()  # told when the state or the turn changes
+                self.changed.clear()
+                await self.changed.wait()
             turn = self._own_turn(" ".join(self._notices), "notice")
             self._notices.clear()
             with contextlib.suppress(asyncio.CancelledError):
@@ -206,8 +207,7 @@ class Call:
             stopped_here = self.turn is turn  # Stop on the conversation: the page stops it
             raise
         finally:
-            if self.turn is turn:
-                self.turn = None
+            self._let_go(turn)
             with contextlib.suppress(Exception):
                 await self._apply(Event("stop" if stopped_here else "ended", turn.utterance))
 
@@ -237,14 +237,20 @@ class Call:
         """The turn runs as a task of the conversation's session, its one owner: Stop on the
         conversation ends it there; the call only hears and speaks it."""
         self.turn = turn
+        self.changed.set()
         session = turn.session = self.session()
         self.conversation_id = session.conversation_id
         turn.task = session.keep(run(turn), name=f"call-turn-{turn.utterance}")
         return turn.task
 
+    def _let_go(self, turn: VoiceTurn) -> None:
+        if self.turn is turn:
+            self.turn = None
+            self.changed.set()
+
     async def _cancel(self, *, discard: bool) -> None:
         turn, self.turn = self.turn, None
-        self._changed.set()
+        self.changed.set()
         if turn is None or turn.task is None:
             return
         turn.discard = discard
@@ -310,8 +316,7 @@ class Call:
             log.warning("voice turn failed: %s", e)
             await self.send_json({"kind": "reply", "utterance": turn.utterance, "text": f"⚠️ {e}"})
         finally:
-            if self.turn is turn:
-                self.turn = None
+            self._let_go(turn)
             if stopped_here:
                 self.listener.playing(None)
             if result is not None and self.on_done is not None:
@@ -401,7 +406,7 @@ class Call:
         self._echo_task = asyncio.create_task(off(), name="echo-off")
 
     async def _state(self, state: str) -> None:
-        self._changed.set()  # also when it stays: a turn may have ended in it
+        self.changed.set()  # also when it stays: a turn may have ended in it
         if state != self.state:
             self.state = state
             await self.send_json({"kind": "state", "state": state})

@@ -23,7 +23,7 @@ from assistant.errors import AssistantError
 from assistant.records import RouteDecision, TurnEvent
 from assistant.turns.pipeline import Pipeline, Playback, TurnRequest
 from assistant.turns.stream import cancel_all
-from assistant.turns.voice import transcribe
+from assistant.turns.voice import ForLogin, transcribe
 
 if TYPE_CHECKING:
     from assistant.call.call import Call
@@ -69,9 +69,12 @@ class Session:
     ) -> AsyncIterator[TurnEvent]:
         """The turn's events, the last "done" unless it was stopped. `supersede`: a newer
         turn stops the one running (the page; a `/v1` client may send several at once).
-        `models`: the pipeline's per-turn parts (`stt`, `tts`, and a call's `hold`, ...);
-        `voice`, instead of `tts`: how to get the login's voice, asked only for a turn spoken
-        here (`ask.speak`, and not handed to a call, which speaks in its own)."""
+        `models`: the pipeline's per-turn parts (`stt`, heard in the login's share of the
+        pool, `tts`, and a call's `hold`, ...); `voice`, instead of `tts`: how to get the
+        login's voice, asked only for a turn spoken here (`ask.speak`, and not handed to a
+        call, which speaks in its own)."""
+        if models.get("stt") is not None:
+            models["stt"] = ForLogin(models["stt"], self.owner)
         call = self.call if ask.from_page and not ask.force_deep else None
         if call is not None:
             async with contextlib.aclosing(self._in_call(call, ask, models.get("stt"))) as said:

@@ -1,5 +1,6 @@
 """The voice a login hears, chosen in one place for every way the app speaks to them: a page's
-reply, a call's, a job's notice said on the page.
+reply, a call's, a job's notice said on the page; and how a login is heard outside a turn
+(`heard`: the Gradio API's `/transcribe`), as its turns hear it.
 
 The login's Voice settings (`Conversations.prefs`): the voice, its rate, speech on or off. A
 chosen voice that is gone gives way to the configured one, with a warning to show; speech off,
@@ -10,9 +11,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from assistant.errors import AssistantError
+
+if TYPE_CHECKING:
+    from assistant.records import Transcript
+    from assistant.settings import Settings
+    from assistant.speech.audio import AudioSource
 
 
 class Voices(Protocol):
@@ -40,6 +46,14 @@ async def chosen_voice(
     from assistant.turns.voice import ForLogin
 
     return Chosen(ForLogin(chosen.tts, owner), chosen.warning)
+
+
+async def heard(audio: AudioSource, stt: Any, settings: Settings, owner: str) -> Transcript:
+    """Speech to text as a turn hears it: decoded within the upload limits, transcribed on the
+    pool in `owner`'s share (no turn, no conversation: the pipeline is not built for it)."""
+    from assistant.turns.voice import transcribe
+
+    return await transcribe(audio, stt, settings, owner)
 
 
 async def _chosen(speech: Voices, prefs: Mapping[str, Any], honour_off: bool) -> Chosen:

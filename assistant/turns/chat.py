@@ -16,12 +16,14 @@ from assistant.engine.client import Engine
 from assistant.engine.generation import YIELDED, Generation
 from assistant.engine.lanes import LaneScheduler
 from assistant.engine.transcript import resumed
-from assistant.errors import AssistantError, BadInput, BudgetExhausted, ended_early
+from assistant.errors import AssistantError, ended_early
+from assistant.limits import check_text
 from assistant.prompting.guard import guarded
 from assistant.prompting.history import carried, out_of_view
 from assistant.prompting.notes import quoted
 from assistant.prompting.prompt import Prompts, job_status
 from assistant.records import (
+    EXHAUSTED_MESSAGE,
     Message,
     Reply,
     RouteDecision,
@@ -44,24 +46,10 @@ log = logging.getLogger(__name__)
 History = tuple[tuple[str, str], ...] | None
 """The conversation as a client sent it, (request, reply) pairs; None: as stored."""
 
-EXHAUSTED_MESSAGE = (
-    "The engine spent its whole reasoning budget and gave no answer, even after a retry "
-    "without thinking. Try a shorter question, or delegate it for a bigger budget."
-)
 REASONING_ONLY_MESSAGE = (
     "The engine's whole reply was reasoning (the model never closed its thinking), so no "
     "answer came{again}; its reasoning is kept. Try asking again, or rephrase the question."
 )
-
-
-def check_text(text: str, limit: int) -> str:
-    """The request as the engine will see it, or BadInput with the reason."""
-    text = (text or "").strip()
-    if not text:
-        raise BadInput("the message is empty")
-    if len(text) > limit:
-        raise BadInput(f"the message is too long ({len(text)} characters; the limit is {limit})")
-    return text
 
 
 class ChatService:
@@ -409,9 +397,3 @@ class ChatService:
         result.tokens = answer.generated
         result.dropped = answer.dropped
         self.scheduler.record(lane.name, rec.timings.ttft, reply.tokens_per_s)  # type: ignore[arg-type]
-
-
-def raise_for(result: TurnResult) -> None:
-    """CLI semantics: an exhausted budget is exit code 3."""
-    if result.exhausted:
-        raise BudgetExhausted(result.error or EXHAUSTED_MESSAGE)

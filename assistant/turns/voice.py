@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from assistant.errors import BadInput
-from assistant.records import AudioChunk, Transcript, TurnEvent, now_ms
+from assistant.records import HANDED_OFF, AudioChunk, Transcript, TurnEvent, now_ms
 from assistant.settings import Settings
 from assistant.speech.audio import AudioSource, load_audio
 from assistant.speech.pools import speech_pools
@@ -30,8 +30,6 @@ from assistant.turns.stream import merge
 log = logging.getLogger(__name__)
 
 NOT_CAUGHT = "I didn't catch that."
-HANDED_OFF = "I've handed that to the deep lane; I'll tell you when it's done."
-"""Spoken instead of the written hand-off, whose job id is no pleasure to hear."""
 
 
 class ForLogin:

@@ -20,7 +20,8 @@ one that sends junk or audio faster than `MAX_PACE` times real time. A person ma
 on a call: one in which nothing is said (only silence or noise: no words heard, no turn, no
 reply under way) ends after `Settings.call_idle_s` (minutes), the page told before
 (`assistant.call.idle`); when every place is taken, the call quiet the longest may give its
-place to a new one. A call whose login logged out or expired ends too (issue 38).
+place to a new one. A call whose login logs out (an event: `Calls.logout`) or expires (at the
+time the login wall gives it: `identity.login_expiry`) ends too (issue 38), closed with 4401.
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ from assistant.records import now_ms
 from assistant.session.voice import chosen_voice
 from assistant.speech.audio import SAMPLE_RATE
 from assistant.speech.models import SpeechModels
-from assistant.web.edge.identity import socket_owner
+from assistant.web.edge.identity import login_expiry, socket_owner
 
 if TYPE_CHECKING:
     from assistant.runtime import Runtime
@@ -58,10 +59,6 @@ MAX_PACE = 1.5
 audio sent faster only makes the app transcribe faster than anyone speaks (issue 26)."""
 PACE_BURST_S = 3.0
 """Audio a call may send ahead of that (a page catching up after a network stall)."""
-WATCH_S = 0.5
-"""How often a call's login and quiet are checked."""
-BUSY_STATES = ("thinking", "speaking")
-"""A session in one of these is answering: its quiet does not count."""
 
 
 class Pace:
@@ -169,7 +166,7 @@ def add_listen_route(app: Any, rt: Runtime, speech: SpeechModels) -> None:
             calls.leave(owner)
 
     async def _call(ws: WebSocket, owner: str) -> None:
-        out = CallSocket(ws)
+        out, expires = CallSocket(ws), login_expiry(ws)
         # The socket is read from the moment it opens: the page sends as soon as it is open,
         # and loading the models can take seconds on a busy machine. Read later, that audio
         # came in as one burst that the pace check refused, ending the call unheard; read
@@ -186,14 +183,18 @@ def add_listen_route(app: Any, rt: Runtime, speech: SpeechModels) -> None:
                 await ws.close()
                 return
             listener = Listener(stt, config, vad=vad, turn_end=turn_end)
-            await _session_call(out, owner, listener, inbox)
+            await _session_call(out, owner, listener, inbox, expires)
         finally:
             reader.cancel()
             with contextlib.suppress(BaseException):
                 await reader
 
     async def _session_call(
-        out: CallSocket, owner: str, listener: Any, inbox: asyncio.Queue[Inbound]
+        out: CallSocket,
+        owner: str,
+        listener: Any,
+        inbox: asyncio.Queue[Inbound],
+        expires: float | None,
     ) -> None:
         from assistant.call.call import Call
 
@@ -216,7 +217,7 @@ def add_listen_route(app: Any, rt: Runtime, speech: SpeechModels) -> None:
             quiet.now()  # the reply's audio
             await out.send_bytes(data)
 
-        async def end(why: str, code: int = 4401) -> None:
+        async def end(why: str, code: int = idle.LOGIN_CODE) -> None:
             """The call ends: the page is told why, the socket closed, the session ended."""
             with contextlib.suppress(Exception):
                 await out.send_json({"kind": "error", "text": why})
@@ -228,8 +229,10 @@ def add_listen_route(app: Any, rt: Runtime, speech: SpeechModels) -> None:
             send_json=send_json, send_bytes=send_bytes, end_call=end,
         )  # fmt: skip
         hearing = asyncio.create_task(session.run(), name="call-hear")
+        # ended when nothing is said for call_idle_s or the login expires: no poll (`idle.watch`)
         watching = asyncio.create_task(
-            watch_call(out, owner, session, quiet, end), name="call-watch"
+            idle.watch(session, quiet, settings.call_idle_s, end, out.send_json, expires),
+            name="call-watch",
         )
         # typed questions and job notices reach the call from now on; it may give its place
         calls.join(session, quiet, end)
@@ -251,26 +254,5 @@ def add_listen_route(app: Any, rt: Runtime, speech: SpeechModels) -> None:
             calls.part(session)
             await session.close()
             await listener.close()
-
-    async def watch_call(out: CallSocket, owner: str, session: Any, quiet: Quiet, end: Any) -> None:
-        """End the call when its login has expired (a logout reaches the call as an event:
-        `Calls.logout`) or nothing is said in it for `call_idle_s`, the page told before."""
-        idle_s = settings.call_idle_s
-        while True:
-            await asyncio.sleep(WATCH_S)
-            if socket_owner(app, out.ws, settings) != owner:  # Gradio dropped the login's token
-                why, code = "you logged out or your login expired; the call ends", 4401
-            elif session.state in BUSY_STATES or session.turn is not None:
-                quiet.now()
-                continue
-            elif (due := idle.verdict(quiet, idle_s)) == "end":
-                why, code = idle.ended(idle_s), idle.IDLE_CODE
-            else:
-                if due == "warn":
-                    quiet.warned = True
-                    await out.send_json(idle.warning(quiet, idle_s))
-                continue
-            await end(why, code)
-            return
 
     app.add_api_websocket_route("/listen", listen)

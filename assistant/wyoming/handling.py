@@ -29,10 +29,9 @@ from wyoming.event import Event
 from wyoming.handle import Handled, HandledChunk, HandledStart, HandledStop, NotHandled
 
 from assistant.errors import AssistantError
-from assistant.records import Job, TurnResult, now_ms
+from assistant.records import HANDED_OFF, Job, TurnResult, now_ms
 from assistant.session import Ask, Session, Sessions
 from assistant.turns.conversations import Conversations
-from assistant.turns.voice import HANDED_OFF
 
 REOPEN_S = 15 * 60.0
 """A satellite's last conversation is continued for this long after its last turn."""

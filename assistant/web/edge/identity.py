@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -46,6 +47,19 @@ def login_cookie(app: Any, cookies: Mapping[str, str]) -> tuple[dict[str, Any], 
         f"access-token-unsecure-{cookie_id}"
     )
     return (tokens, token) if token and tokens.get(token) else None
+
+
+LOGIN_LEFT = "assistant.login_left_s"
+"""The ASGI scope's key for the seconds the request's login has left (`LoginWall` sets it)."""
+
+
+def login_expiry(ws: WebSocket) -> float | None:
+    """When (`time.monotonic`) the socket's login expires: `login_max_age_s` after its first
+    use, as the login wall reckons it on the socket's way in. None: it does not (no logins).
+    Expiry is the only way a login's token goes other than a logout (Gradio's `/logout`,
+    which the app hears as an event), so a call waits for this time, not polls the token."""
+    left = ws.scope.get(LOGIN_LEFT)
+    return None if left is None else time.monotonic() + float(left)
 
 
 def socket_owner(app: Any, ws: WebSocket, settings: Settings) -> str | None:

@@ -27,7 +27,7 @@ from starlette.requests import cookie_parser
 
 from assistant.web.edge.asgi import Message, Receive, Scope, Send, TooLarge, read_body, replay
 from assistant.web.edge.exposure import Refusal
-from assistant.web.edge.identity import login_cookie
+from assistant.web.edge.identity import LOGIN_LEFT, login_cookie
 
 PUBLIC_PAGES = frozenset(
     {"/", "/favicon.ico", "/robots.txt", "/manifest.json", "/theme.css", "/logout",
@@ -166,13 +166,15 @@ class LoginWall:
     def login_of(self, scope: Scope, headers: dict[str, str]) -> str | None:
         """The login behind a request; None once its token is older than `max_age_s` (Gradio
         keeps tokens for as long as it runs): then Gradio forgets it too, and its page shows
-        the login form again."""
+        the login form again. The seconds it has left go in the scope (`LOGIN_LEFT`): a call
+        ends when they run out."""
         found = login_cookie(scope.get("app"), cookie_parser(headers.get("cookie", "")))
         if found is None:
             return None
         tokens, token = found
         now = self.clock()
-        if now - self._seen.setdefault(token, now) <= self.max_age_s:
+        if (age := now - self._seen.setdefault(token, now)) <= self.max_age_s:
+            scope[LOGIN_LEFT] = self.max_age_s - age
             self._forget_gone(tokens)
             return str(tokens[token])
         tokens.pop(token, None)

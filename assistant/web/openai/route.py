@@ -37,7 +37,6 @@ from assistant.errors import AssistantError
 from assistant.records import TurnEvent, TurnResult, now_ms
 from assistant.session import Ask, Sessions
 from assistant.settings import Settings
-from assistant.turns.chat import check_text
 from assistant.web.edge.identity import Gate, LocalGate
 from assistant.web.openai import housekeeping
 from assistant.web.openai.threads import THREADS_KEPT, Threads, thread_key  # noqa: F401
@@ -141,7 +140,7 @@ class OpenAIRoute:
         streaming = False  # once true, the stream's body closes the turn and leaves
         try:
             # refused text must not leave an empty conversation behind
-            check_text(ask.text, self.settings.max_text_chars)
+            limits.check_text(ask.text, self.settings.max_text_chars)
             # a client's housekeeping is no conversation: it neither starts nor renames one
             if ask.chore is None and ask.conversation == LATEST:  # the command line's default
                 session = self.sessions.latest(owner) or self.sessions.of(owner, None)

@@ -16,10 +16,10 @@ import gradio as gr
 
 from assistant.errors import AssistantError, BadInput
 from assistant.jobs import JobQueue
+from assistant.limits import check_text
 from assistant.session import Ask, Sessions
+from assistant.session.voice import heard
 from assistant.settings import Settings
-from assistant.turns.chat import check_text
-from assistant.turns.voice import transcribe
 from assistant.web.edge.identity import owner_of
 from assistant.web.page.turns import SpeechModels
 
@@ -77,11 +77,10 @@ class Api:
         """Speech to text: {"text", "language", "duration_s", "stt_ms"}."""
         if not audio_path:
             raise gr.Error("no audio file")
-        settings = self.settings
-        owner = owner_of(settings, request)  # in the login's turn on the pool
+        owner = owner_of(self.settings, request)  # in the login's turn on the pool
         try:
             stt = await self.speech.stt()
-            transcript = await transcribe(audio_path, stt, settings, owner=owner)
+            transcript = await heard(audio_path, stt, self.settings, owner)
         except AssistantError as e:
             raise gr.Error(str(e)) from e
         return transcript.as_json()

@@ -24,7 +24,6 @@ from assistant.session.voice import chosen_voice
 from assistant.settings import Settings
 from assistant.speech.audio import wav_bytes
 from assistant.speech.models import SpeechModels
-from assistant.turns.voice import ForLogin
 from assistant.web.edge.identity import owner_of
 
 log = logging.getLogger(__name__)
@@ -253,7 +252,7 @@ class Turns:
         owner = owner_of(self.settings, request)
         view = TurnView(history, "🎤 …")
         try:
-            stt = ForLogin(await self.speech.stt(), owner)  # the login's share of the pool
+            stt = await self.speech.stt()  # heard in the login's share of the pool (`Session`)
         except AssistantError as e:
             view.apply(TurnEvent("error", text=str(e)))
             yield view.history, gr.skip(), None
