@@ -10,9 +10,9 @@ from assistant.engine.lanes import LaneScheduler
 from assistant.errors import BadInput
 from assistant.jobs import JobQueue
 from assistant.prompting.prompt import Prompts
-from assistant.records import Message, RouteDecision
+from assistant.records import EXHAUSTED_MESSAGE, Message, RouteDecision
 from assistant.store.db import Store
-from assistant.turns.chat import EXHAUSTED_MESSAGE, ChatService
+from assistant.turns.chat import ChatService
 from assistant.turns.pipeline import Pipeline, TurnRequest
 from tests.conftest import sim_engine, sim_settings
 from tests.simengine_proc import sim_requests, sim_reset

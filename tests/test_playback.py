@@ -10,9 +10,9 @@ import itertools
 import pytest
 
 from assistant.call.playback import Played, heard_part, source_spans
+from assistant.records import HANDED_OFF
 from assistant.speech.sentences import SentenceSplitter
 from assistant.speech.tts import clean_for_speech, speech_sentences
-from assistant.turns.voice import HANDED_OFF
 
 REPLY = "Sure! The **first** step is easy.  Then, the second one takes longer. And a third."
 SPOKEN = [

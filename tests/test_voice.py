@@ -13,12 +13,12 @@ import httpx
 import numpy as np
 import pytest
 
-from assistant.records import TIMING_KEYS, TurnEvent
+from assistant.records import HANDED_OFF, TIMING_KEYS, TurnEvent
 from assistant.runtime import Runtime
 from assistant.settings import Settings
 from assistant.speech.audio import wav_bytes
 from assistant.turns.pipeline import TurnRequest
-from assistant.turns.voice import HANDED_OFF, NOT_CAUGHT
+from assistant.turns.voice import NOT_CAUGHT
 from tests.conftest import AUDIO, sim_settings
 from tests.simengine_proc import root_url, run_simengine, sim_requests, sim_reset
 

@@ -40,11 +40,11 @@ from wyoming.tts import (
     SynthesizeVoice,
 )
 
+from assistant.records import HANDED_OFF
 from assistant.runtime import Runtime
 from assistant.settings import Settings
 from assistant.speech.audio import load_audio
 from assistant.speech.models import SpeechModels
-from assistant.turns.voice import HANDED_OFF
 from assistant.wyoming.server import WyomingServer, listening_socket
 from tests.conftest import AUDIO
 from tests.fakes import FakeEngine
