@@ -198,6 +198,7 @@ def cmd_bench(args: argparse.Namespace, settings: Settings) -> int:
         calls=args.calls,
         busy=args.busy,
         deep=args.deep,
+        engine_cpus=args.engine_cpus,
     )
 
 
@@ -301,6 +302,13 @@ def parser() -> argparse.ArgumentParser:
         "--vllm",
         action="store_true",
         help="qos: on real vLLM servers (FCFS and priority; needs scripts/setup_vllm.sh)",
+    )
+    s.add_argument(
+        "--engine-cpus",
+        default=None,
+        metavar="LIST|shared",
+        help="qos --vllm: the engine's cores (default all but the first, where there are two "
+        "or more; the bench, app and worker get the rest); shared: every process on every core",
     )
     s.add_argument(
         "--scale",

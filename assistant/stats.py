@@ -30,13 +30,15 @@ def percentile(values: Sequence[float], q: float) -> float:
     return ordered[rank(len(ordered), q) - 1]
 
 
-def summary(values: Sequence[float], digits: int = 1) -> dict[str, float | int | None]:
-    """{"n", "p50_ms", "p95_ms"} of millisecond samples, as every benchmark reports them: a
-    percentile means little without its n. None for no samples, never a made-up 0."""
+def summary(
+    values: Sequence[float], digits: int = 1, quantiles: Sequence[float] = (0.5, 0.95)
+) -> dict[str, float | int | None]:
+    """{"n", "p50_ms", "p95_ms"} of millisecond samples, as every benchmark reports them (one
+    "pNN_ms" per quantile asked for: (0.5, 0.95, 0.99) adds "p99_ms"): a percentile means little
+    without its n. None for no samples, never a made-up 0."""
+    keys = [f"p{round(q * 100)}_ms" for q in quantiles]
     if not values:
-        return {"n": 0, "p50_ms": None, "p95_ms": None}
-    return {
-        "n": len(values),
-        "p50_ms": round(percentile(values, 0.5), digits),
-        "p95_ms": round(percentile(values, 0.95), digits),
+        return {"n": 0} | dict.fromkeys(keys)
+    return {"n": len(values)} | {
+        key: round(percentile(values, q), digits) for key, q in zip(keys, quantiles, strict=True)
     }

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import sys
 
+from assistant.errors import BadInput
 from assistant.settings import Settings
 
 
@@ -25,17 +26,24 @@ def run_bench(
     calls: int = 0,
     busy: bool = False,
     deep: int = 0,
+    engine_cpus: str | None = None,
 ) -> int:
     from assistant.devtools.busy import busy_core
 
+    if engine_cpus is not None and not (which == "qos" and vllm):
+        raise BadInput("--engine-cpus is for bench qos --vllm")
     with busy_core(busy) as machine:
-        result = _run(which, settings, rounds, live, vllm, api, soak, audio_dir, scale, calls, deep)
+        result = _run(
+            which, settings, rounds, live, vllm, api, soak, audio_dir, scale, calls, deep,
+            engine_cpus,
+        )  # fmt: skip
     if busy:
         result["machine"] = machine
     if as_json:
         sys.stdout.write(json.dumps(result) + "\n")
     else:
         print(json.dumps(result, indent=2))
+        print("\n".join(result.get("summary", [])))
     return 0
 
 
@@ -51,6 +59,7 @@ def _run(
     scale: bool,
     calls: int,
     deep: int = 0,
+    engine_cpus: str | None = None,
 ) -> dict:
     if which == "qos" and scale:
         from assistant.devtools.qosscale import bench_qos_scale
@@ -59,7 +68,7 @@ def _run(
     elif which == "qos" and vllm:
         from assistant.devtools.qosbench_vllm import bench_qos_vllm
 
-        result = bench_qos_vllm(settings, rounds)
+        result = bench_qos_vllm(settings, rounds, engine_cpus)
     elif which == "qos":
         from assistant.devtools.qosbench import bench_qos
 

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import httpx
 
+from assistant.devtools.cpus import parse_cpu_list, pin_to
 from assistant.engine.embedded import stop_group
 from assistant.lifeline import die_with_parent
 
@@ -105,8 +106,10 @@ def run_vllm(
     reasoning_parser: str | None = "qwen3",
     extra: list[str] | tuple[str, ...] = (),
     max_model_len: int = MAX_MODEL_LEN,
+    cpus: frozenset[int] | None = None,
 ) -> Iterator[VllmServer]:
-    """Start `vllm serve` on the tiny model with `flags`; stop it (and its workers) after."""
+    """Start `vllm serve` on the tiny model with `flags`; stop it (and its workers) after.
+    `cpus`: the cores it (and every process it starts) may run on; None: wherever this one may."""
     python = vllm_python()
     model = tiny_model()
     scratch.mkdir(parents=True, exist_ok=True)
@@ -141,12 +144,21 @@ def run_vllm(
         "TRANSFORMERS_OFFLINE": "1",
         "VLLM_NO_USAGE_STATS": "1",
         "DO_NOT_TRACK": "1",
-        # two cores, shared: one thread each for torch's pools, so the app still gets CPU
-        "OMP_NUM_THREADS": "1",
+        # torch's pools: one thread on shared cores, so the app still gets CPU; one per core
+        # on cores of its own
+        "OMP_NUM_THREADS": str(len(cpus) if cpus else 1),
         "VLLM_CPU_OMP_THREADS_BIND": "nobind",
     }
     env.pop("VIRTUAL_ENV", None)
     log_path = scratch / f"vllm-{port}.log"
+    armed = die_with_parent(signal.SIGTERM)
+    pin = pin_to(cpus)
+
+    def prepare() -> None:
+        armed()
+        if pin is not None:
+            pin()  # before exec: vLLM's engine core and its workers inherit it
+
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(
             cmd,
@@ -155,7 +167,7 @@ def run_vllm(
             env=env,
             start_new_session=True,
             # a killed test run must not leave a 3 GB server behind
-            preexec_fn=die_with_parent(signal.SIGTERM),
+            preexec_fn=prepare,
         )
     server = VllmServer(f"http://127.0.0.1:{port}/v1", proc, log_path, list(flags))
     try:
@@ -189,10 +201,13 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("flags", nargs="?", default="plain", choices=sorted(FLAGS))
     p.add_argument("--max-num-seqs", type=int, default=8)
     p.add_argument("--scratch", type=Path, default=Path("data/vllm-scratch"))
+    p.add_argument("--cpus", type=parse_cpu_list, default=None, help="its cores, e.g. 1 or 2-3")
     args = p.parse_args(argv)
     # SIGTERM must unwind through run_vllm's cleanup, or vLLM's processes outlive this one
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-    with run_vllm(args.scratch, FLAGS[args.flags], max_num_seqs=args.max_num_seqs) as server:
+    with run_vllm(
+        args.scratch, FLAGS[args.flags], max_num_seqs=args.max_num_seqs, cpus=args.cpus
+    ) as server:
         print(f"READY {server.url}", flush=True)
         with contextlib.suppress(KeyboardInterrupt):
             while server.proc.poll() is None:
