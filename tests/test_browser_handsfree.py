@@ -5,7 +5,7 @@ Chromium's fake microphone plays one file (real recordings from ../shared/audio)
 (one request with 1.1 s pauses inside it), silence, a second request, and a third that starts
 while the second one's reply is still being generated. Only the call button is clicked. Every
 wait is for something the page shows, never a fixed time: the gaps in the file only have to
-be longer than the merge window (1.5 s) and shorter than the reply's speech (25 words).
+be longer than the merge window (2 s) and shorter than the reply's speech (25 words).
 """
 
 from __future__ import annotations

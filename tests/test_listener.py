@@ -18,7 +18,7 @@ import pytest
 import soundfile as sf
 
 from assistant.call.echo import is_echo
-from assistant.call.hearing import ListenConfig
+from assistant.call.hearing import MERGE_PAST_FALLBACK_MS, ListenConfig
 from assistant.call.listener import Listener
 from assistant.records import now_ms
 from assistant.settings import Settings
@@ -125,6 +125,27 @@ def test_long_pauses_inside_a_sentence_do_not_end_the_turn(stt):
     (alone,) = finals(listen(stt, audio, model=False))
     assert alone.reason == "pause" and alone.endpoint_ms >= ListenConfig().fallback_ms
     assert "americans" in alone.text.lower()
+
+
+def test_a_turn_the_fallback_pause_ended_can_still_be_gone_on_with(stt):
+    # On a busy machine the model's verdict can come after the fallback pause: the turn is
+    # then committed at 1.5 s of silence. With the window for going on as long as that pause,
+    # it was closed as the turn was committed, and "ask not ..." 1.6 s after the last word
+    # became turns of their own (CI's call test). The window outlasts the fallback.
+    def trimmed(x: np.ndarray) -> np.ndarray:
+        loud = np.flatnonzero(np.abs(x) > 0.02)
+        return x[max(0, loud[0] - 1600) : loud[-1] + 1600]
+
+    said = trimmed(channel(1))  # "The horizon seems extremely distant."
+    audio = np.concatenate([silence(0.3), said, silence(1.6), said, silence(2.5)])
+    heard = listen(stt, audio, model=False)  # no model: only the fallback pause ends a turn
+    first, whole = finals(heard)
+    assert first.reason == "pause" and first.endpoint_ms >= ListenConfig().fallback_ms
+    assert {h.utterance for h in finals(heard)} == {1}  # one turn, said twice
+    assert [h.kind for h in heard].count("resumed") == 1
+    assert whole.text.lower().count("horizon") == 2, whole.text
+    # a longer pause setting (`handsfree_pause_ms`) keeps the window past it
+    assert ListenConfig(fallback_ms=3000).merge_ms >= 3000 + MERGE_PAST_FALLBACK_MS
 
 
 def test_going_on_while_the_reply_plays_is_one_turn_even_when_the_reply_quotes_it(stt):

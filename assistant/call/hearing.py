@@ -33,17 +33,33 @@ class ListenConfig:
     """While a reply plays, speech must last this long (and not be its echo) to interrupt."""
     preroll_ms: int = 300
     """Audio kept from before the first voiced frame, so the first word is not clipped."""
-    merge_ms: int = 1500
+    merge_ms: int = 2000
     """Speech that starts this soon after the last word of a committed turn continues it: the
     listener says "resumed" (the session cancels the reply it started) and the final
     transcript and the model then hear both parts as one. jfk.flac's "And so my fellow
     Americans," sounds finished (0.95) and goes on 1.15 s after the last word; a reply's
     first audio comes 0.8-1.5 s after the last word, so this is "they went on as the reply
     began". It counts from the last word, so a commit delayed on a busy machine does not
-    widen it. Speaking later than this over the reply is a barge-in and a turn of its own."""
+    widen it. Speaking later than this over the reply is a barge-in and a turn of its own.
+    Longer than `fallback_ms` (by `MERGE_PAST_FALLBACK_MS` at least, whatever the setting):
+    at 1,500 ms, equal to it, a turn the fallback pause ended had
+    its window closed as it was committed, so on a busy machine (the model's verdict later
+    than the fallback, the pause heard a little longer) "ask not ..." came out as turns of
+    its own, its first word dropped as too short (CI's call test, 1 run in 3 with two cores
+    busy)."""
     preview_every_ms: int = 1000
     """The words so far are transcribed this often while someone speaks (the growing
     transcript)."""
+
+    def __post_init__(self) -> None:
+        # a longer `handsfree_pause_ms` must not close the window as its turn is committed
+        least = self.fallback_ms + MERGE_PAST_FALLBACK_MS
+        if self.merge_ms < least:
+            object.__setattr__(self, "merge_ms", least)
+
+
+MERGE_PAST_FALLBACK_MS = 500
+"""The window for going on lasts at least this long past the fallback pause."""
 
 
 # What the listener says, in order:
