@@ -152,7 +152,7 @@ def add_listen_route(app: Any, rt: Runtime, speech: SpeechModels) -> None:
     async def listen(ws: WebSocket) -> None:
         owner = socket_owner(app, ws, settings)
         if owner is None:
-            await ws.close(code=4401, reason="log in first")
+            await ws.close(code=idle.LOGIN_CODE, reason="log in first")
             return
         await ws.accept()
         refused = await calls.enter(owner)  # a quiet call may give its place
