@@ -117,6 +117,10 @@ class Settings:
     data_dir: Path = field(default_factory=lambda: Path.home() / ".assistant")
     whisper_model: str | None = None
     voice: str | None = None
+    voice_variation: float = 1.0
+    """How much the embedded voice varies from one synthesis to the next (Piper's noise, as a
+    share of the voice's own `noise_scale` and `noise_w`): 1 as the voice has it, 0 none (the
+    same text always gives the same audio)."""
     speech: RemoteSpeech = field(default_factory=lambda: RemoteSpeech())
     """Speech servers of the user's own (`ASSISTANT_STT_URL`, `ASSISTANT_TTS_URL`); unset: the
     embedded models."""
@@ -315,6 +319,13 @@ def load_settings(env: dict[str, str] | None = None, toml_path: Path | None = No
         fallback=fallback,
         timeout_s=speech_timeout,
     )
+    bad_variation = "ASSISTANT_VOICE_VARIATION must be a number from 0 to 1"
+    try:
+        variation = float(pick("ASSISTANT_VOICE_VARIATION", "voice_variation", 1.0))
+    except ValueError as e:
+        raise ConfigError(bad_variation) from e
+    if not 0 <= variation <= 1:  # NaN too
+        raise ConfigError(bad_variation)
     try:
         call_idle = float(pick("ASSISTANT_CALL_IDLE_S", "call_idle_s", 600.0))
     except ValueError as e:
@@ -333,6 +344,7 @@ def load_settings(env: dict[str, str] | None = None, toml_path: Path | None = No
         data_dir=Path(data_dir).expanduser() if data_dir else Path.home() / ".assistant",
         whisper_model=pick("ASSISTANT_WHISPER_MODEL", "whisper_model"),
         voice=pick("ASSISTANT_VOICE", "voice"),
+        voice_variation=variation,
         speech=speech,
         auth=parse_auth(auth) if auth else (),
         deep_max_in_flight=in_flight,

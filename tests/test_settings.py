@@ -14,6 +14,9 @@ def test_defaults(tmp_path):
     assert s.chat.priority == 0 and s.chat.reasoning_effort == "low" and not s.chat.thinking
     assert s.deep.priority == 10 and s.deep.reasoning_effort == "high" and s.deep.thinking
     assert s.deep.max_tokens == 32768
+    assert s.voice_variation == 1.0  # the voice as it comes
+    s = load_settings(env={"ASSISTANT_VOICE_VARIATION": "0"}, toml_path=tmp_path / "missing")
+    assert s.voice_variation == 0.0
 
 
 def test_env_over_toml(tmp_path):
@@ -44,6 +47,8 @@ def test_env_over_toml(tmp_path):
         ({"ASSISTANT_EMBEDDED_THREADS": "two"}, "", "EMBEDDED_THREADS must be a whole"),
         ({"ASSISTANT_EMBEDDED_THREADS": "0"}, "", "EMBEDDED_THREADS must be at least 1"),
         ({"ASSISTANT_EMBEDDED_PER_LANE": "maybe"}, "", "EMBEDDED_PER_LANE must be true"),
+        ({"ASSISTANT_VOICE_VARIATION": "some"}, "", "VOICE_VARIATION must be a number"),
+        ({}, "voice_variation = 1.5\n", "VOICE_VARIATION must be a number from 0 to 1"),
     ],
 )
 def test_bad_settings_say_what_is_wrong(tmp_path, env, toml, message):

@@ -120,6 +120,17 @@ def test_load_tts_is_cached(tts: PiperTTS) -> None:
     assert load_tts(Settings(voice="joe")) is tts  # the same files, loaded once
 
 
+def test_a_voice_without_variation_says_a_text_the_same_way_every_time(tts: PiperTTS) -> None:
+    def audio(voice: PiperTTS, rate: float = 1.0) -> bytes:
+        return b"".join(c.samples for c in voice.at_rate(rate).synthesize("Bring a hat."))
+
+    assert audio(tts) != audio(tts)  # the voice as it comes: Piper's noise, drawn each time
+    steady = load_tts(Settings(voice_variation=0.0))
+    assert steady is not tts and load_tts(Settings(voice_variation=0.0)) is steady
+    assert audio(steady) == audio(steady) and audio(steady, 1.5) == audio(steady, 1.5)
+    assert len(audio(steady, 1.5)) < 0.8 * len(audio(steady))  # a rate keeps it steady
+
+
 def test_voice_by_registry_name_and_by_path(tts: PiperTTS) -> None:
     assert resolve_voice("joe").model == tts.voice.model
     by_path = resolve_voice(str(tts.voice.model))

@@ -186,11 +186,20 @@ class PiperTTS:
     """A loaded Piper voice (CPU onnxruntime); `synthesize` yields one chunk per sentence."""
 
     def __init__(
-        self, voice: VoiceFiles, *, config: SynthesisConfig | None = None, threads: int = 0
+        self,
+        voice: VoiceFiles,
+        *,
+        config: SynthesisConfig | None = None,
+        threads: int = 0,
+        variation: float = 1.0,
     ) -> None:
         self.voice = voice
         self._piper = _load_piper(voice, threads)
         self._config = config or SynthesisConfig()
+        if variation != 1.0:  # `Settings.voice_variation`: a share of the voice's own noise
+            own = self._piper.config
+            self._config = replace(self._config, noise_scale=own.noise_scale * variation,
+                                   noise_w_scale=own.noise_w_scale * variation)  # fmt: skip
         self.sample_rate: int = self._piper.config.sample_rate
         self._warmed = False
         self._warm_lock = threading.Lock()
@@ -227,7 +236,8 @@ class PiperTTS:
 MAX_LOADED_VOICES = 4
 """Piper voices kept loaded at most (about 90 MB each), the least recently used dropped first:
 only the voices the app lists can be loaded, and this bounds even a long list."""
-_cache: OrderedDict[Path, PiperTTS] = OrderedDict()
+_cache: OrderedDict[tuple[Path, float], PiperTTS] = OrderedDict()
+"""Keyed by the model and `Settings.voice_variation`."""
 _cache_lock = threading.Lock()
 
 
@@ -290,14 +300,16 @@ def load_local_tts(settings: Settings, voice_name: str | None = None) -> PiperTT
         raise ConfigError(unknown_voice(voice_name, settings))
     # "joe", the default and its path share one loaded voice
     voice = resolve_voice(voice_name or settings.voice)
+    key = (voice.model, settings.voice_variation)
     with _cache_lock:
-        tts = _cache.get(voice.model)
+        tts = _cache.get(key)
         if tts is None:
             threads = speech_pools().sizes.tts_threads
-            tts = _cache[voice.model] = PiperTTS(voice, threads=threads)
+            variation = settings.voice_variation
+            tts = _cache[key] = PiperTTS(voice, threads=threads, variation=variation)
             while len(_cache) > MAX_LOADED_VOICES:
                 _cache.popitem(last=False)  # whoever still speaks with it keeps it
-        _cache.move_to_end(voice.model)
+        _cache.move_to_end(key)
     tts.warm()
     return tts
 
