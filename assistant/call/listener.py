@@ -69,6 +69,7 @@ class Listener(Transcribing):
         self._closed_gap_ms = 0.0
         self._running: Job | None = None
         self._waiting: Job | None = None
+        self._step_ms, self._heard = float(self.config.preview_every_ms), 0
         self._reset()
 
     def _reset(self) -> None:
@@ -123,6 +124,7 @@ class Listener(Transcribing):
             frames = self._pending[: n * FRAME].reshape(n, FRAME)
             self._pending = self._pending[n * FRAME :]
             probs = self.vad.probs(frames)  # on the loop: see "Never starving" above
+            self._heard += n
             for i, (frame, p) in enumerate(zip(frames, probs, strict=True)):
                 # when (wall clock) this frame ended: the chunk's arrival less what followed it
                 behind_ms = ((n - 1 - i) * FRAME + len(self._pending)) * 1000 / RATE
@@ -216,10 +218,6 @@ class Listener(Transcribing):
     def _final_upto(self) -> int:
         """The frames a final transcript reads: to the last word and its release."""
         return min(len(self._audio), self._last_voiced + TAIL_FRAMES)
-
-    def _preview_due(self) -> bool:
-        since = (len(self._audio) - self._preview_at) * FRAME_MS
-        return since >= self.config.preview_every_ms
 
     # -- the end of the turn -----------------------------------------------------------------
 

@@ -4,6 +4,11 @@ A newer request replaces a waiting one (a final is never queued behind a preview
 only be superseded), and a preview starts only when no other listener's transcription is in
 flight in this process, so on a busy machine previews give way to other people's finals.
 
+Passes keep pace with the speech on the audio's clock: while one takes most of the step to
+the next (a busy machine, two calls), the step doubles (up to 4 s), so the passes thin out
+instead of falling ever further behind; once they are quick again it comes back
+(`next_step`).
+
 On a speech server (`speech.remote`) the CPU is not this machine's: a final starts at once
 even while a preview runs (at most two requests per utterance), and previews do not wait
 for other listeners' transcriptions.
@@ -19,7 +24,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from assistant.call.hearing import Heard
+from assistant.call.hearing import Heard, ListenConfig
 from assistant.errors import AssistantError
 from assistant.speech.pools import speech_pools
 from assistant.speech.stages import SpeechToText
@@ -27,6 +32,25 @@ from assistant.speech.stages import SpeechToText
 
 def _remote(stt: object) -> bool:
     return bool(getattr(stt, "remote", False))
+
+
+FRAME_MS = 512 * 1000 / 16000
+"""The listener's frame (Silero's 32 ms window at 16 kHz)."""
+PASS_BUSY = 0.6
+"""A pass taking more than this share of the step to the next one: the passes fall behind."""
+PASS_EASY = 0.3
+MAX_STEP_MS = 4000
+
+
+def next_step(step_ms: float, took_ms: float, base_ms: float) -> float:
+    """The step to the next pass, after one took `took_ms` of speech to come back: doubled
+    while passes take most of the step (fewer passes rather than a backlog), back toward
+    `base_ms` when they are quick."""
+    if took_ms > step_ms * PASS_BUSY:
+        return min(step_ms * 2, MAX_STEP_MS)
+    if took_ms < step_ms * PASS_EASY:
+        return max(base_ms, step_ms / 2)
+    return step_ms
 
 
 class SttGate:
@@ -48,7 +72,13 @@ class Transcribing:
     """The listener's transcriptions (`Listener` supplies the state and `_transcribed`)."""
 
     stt: SpeechToText
+    config: ListenConfig
     _audio: list[np.ndarray]
+    _step_ms: float
+    """The step between passes while the person speaks (`next_step`)."""
+    _heard: int
+    """Frames heard so far, on the audio's clock: how far a pass let the speech run ahead."""
+    _preview_at: int
     _epoch: int
     _uid: int
     _running: Job | None
@@ -97,6 +127,9 @@ class Transcribing:
         self._out.append(dataclasses.replace(heard, seq=self.said))
         self._ready.set()
 
+    def _preview_due(self) -> bool:
+        return (len(self._audio) - self._preview_at) * FRAME_MS >= self._step_ms
+
     def _transcribe(self, kind: Literal["preview", "check", "final"], upto: int) -> None:
         job = Job(kind, upto, self._epoch, self._uid)
         if self._running is not None:
@@ -122,9 +155,14 @@ class Transcribing:
         async def run() -> None:
             text: str | None = None
             failed: str | None = None
+            heard_at = self._heard
             try:
                 transcript = await speech_pools().transcribe(self.stt, audio)
                 text = transcript.text.strip()
+                if job.kind == "preview":
+                    # the speech heard meanwhile, the wait for the pool too, on its clock
+                    took = (self._heard - heard_at) * FRAME_MS
+                    self._step_ms = next_step(self._step_ms, took, self.config.preview_every_ms)
                 notice = getattr(self.stt, "take_notice", lambda: None)()
                 if notice:  # the embedded model stood in for a failed server: said once
                     self._say(Heard("notice", self.count, reason=notice))
