@@ -7,11 +7,11 @@ from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
-import httpx
 import pytest
 from openai import AsyncOpenAI
 
 from assistant.engine.client import Engine
+from assistant.engine.network import lean_client
 from assistant.engine.sse import LeanClient
 from assistant.settings import Settings, load_settings
 from tests.simengine_proc import run_simengine
@@ -110,9 +110,9 @@ def sim_engine(url: str, fault: str = "", kind: str = "vllm") -> Engine:
         api_key="test",
         max_retries=0,
         default_headers=headers,
-        http_client=httpx.AsyncClient(),
+        http_client=lean_client(),
     )
-    # read as the app reads it (`build_client`): the lean SSE reader
+    # read as the app reads it (`build_client`): asyncio's sockets, the lean SSE reader
     client = LeanClient(client)  # type: ignore[assignment]
     # the runtime learns the context window from the engine's model list; so do these
     return Engine(client, kind=kind, model="sim-model", context=32768)

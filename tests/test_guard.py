@@ -73,3 +73,15 @@ def test_a_stored_job_result_is_withheld_at_once():
     leaked = "Done. Note: " + delegate + " The report follows."
     assert withhold(leaked, delegate) == "Done. Note:" + WITHHELD + " The report follows."
     assert withhold("The report follows.", delegate) == "The report follows."
+
+
+def test_each_prompt_has_its_own_guard_when_guards_are_built_from_a_cache():
+    # the word runs are built once per prompt and shared: a guard for another prompt (a turn
+    # with a job note) must withhold that prompt's words, and no longer the first one's
+    first = "alpha bravo charlie delta echo foxtrot golf hotel india juliet"
+    second = "kilo lima mike november oscar papa quebec romeo sierra tango"
+    assert withhold(first, first) == WITHHELD
+    assert withhold(second, second) == WITHHELD
+    assert withhold(first, second) == first
+    assert withhold(second, first) == second
+    assert withhold(first, first, run=11) == first  # the run length is part of the key

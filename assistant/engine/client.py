@@ -21,6 +21,7 @@ import openai
 from openai import AsyncOpenAI
 
 from assistant.engine.fold import collect
+from assistant.engine.network import lean_client
 from assistant.engine.profile import (
     PROFILES,
     TOOLS_REFUSED,
@@ -74,7 +75,8 @@ def build_client(base_url: str, api_key: str | None) -> AsyncOpenAI:
         base_url=base_url,
         api_key=api_key or "not-needed",
         max_retries=0,
-        http_client=httpx.AsyncClient(limits=httpx.Limits(max_connections=256)),
+        # asyncio's own sockets under httpx, not anyio's (engine.network)
+        http_client=lean_client(limits=httpx.Limits(max_connections=256)),
     )
     # streamed answers read by a plain SSE parser, not a typed model per chunk (engine.sse)
     from assistant.engine.sse import LeanClient

@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 from collections.abc import AsyncIterator
 from dataclasses import replace
+from functools import lru_cache
 
 from assistant.records import StreamEvent
 
@@ -23,21 +24,30 @@ RUN_WORDS = 8
 holds ("if you do not know, say so" is 7)."""
 WITHHELD = " [withheld: this repeated the assistant's instructions]"
 _PIECE = re.compile(r"\s*\S+")
+_NOT_WORD = re.compile(r"[\W_]+")
 
 
 def _norm(piece: str) -> str:
-    return re.sub(r"[\W_]+", "", piece.lower())
+    return _NOT_WORD.sub("", piece.lower())
+
+
+@lru_cache(maxsize=16)
+def _grams(secret: str, run: int) -> frozenset[tuple[str, ...]]:
+    """Every run of 1 to `run` consecutive words of `secret`, normalised. Built once per
+    prompt, not once per guard: a turn guards its content and its reasoning, and the system
+    prompt is the same turn after turn (0.5 ms of CPU a turn when built each time)."""
+    words = [w for w in map(_norm, secret.split()) if w]
+    return frozenset(
+        tuple(words[i : i + n]) for n in range(1, run + 1) for i in range(len(words) - n + 1)
+    )
 
 
 class PromptGuard:
     """Feed it a reply's text as it streams; it passes on what is safe to show."""
 
     def __init__(self, secret: str, run: int = RUN_WORDS) -> None:
-        words = [w for w in map(_norm, secret.split()) if w]
         self.run = run
-        self._grams = {
-            tuple(words[i : i + n]) for n in range(1, run + 1) for i in range(len(words) - n + 1)
-        }
+        self._grams = _grams(secret, run)
         self._tail = ""  # an unfinished word
         self._pending: list[tuple[str, str]] = []  # (text, word): a run not yet long enough
         self._leak: list[str] | None = None  # the last words of a run being withheld

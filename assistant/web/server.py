@@ -199,6 +199,10 @@ def serve(
         os.environ["FORWARDED_ALLOW_IPS"] = ",".join(settings.trusted_proxies)
         demo.queue(max_size=settings.max_queue, default_concurrency_limit=settings.max_queue)
         quiet_queue(demo)
+        # a new session (a page, an API client's session hash) builds no block configs
+        from assistant.web.page.session_state import lazy_session_configs
+
+        lazy_session_configs()
         # one login's turns cannot fill the queue for the others (assistant.limits)
         cap_page_turns(demo._queue, settings.max_turns_per_user)
         demo.launch(
