@@ -5,10 +5,12 @@ whole short sentences with none, and a `transcripts.json` naming them.
     .venv/bin/python scripts/make_turns_heldout.py /tmp/turns_heldout
     .venv/bin/python -m assistant.cli bench turns --audio /tmp/turns_heldout
 
-Each part but the last is spoken ending in a comma, so Piper gives it the level pitch of a
-clause that goes on, not a sentence's fall (a person pausing mid-sentence sounds like that;
-a part spoken as a sentence of its own would be a real end). Rates 0.9-1.15 and pauses are
-drawn from a fixed seed, so the set is the same each time. The wav files are not committed.
+A request is spoken in one go, its parts joined by commas, and the short pause Piper makes
+at each of those commas is then stretched to the pause drawn for it: the words before it keep
+the pitch of a clause that goes on, as a person pausing mid-sentence sounds. (Each part
+spoken on its own, as first tried, is a sentence with a sentence's fall: Smart Turn took
+nearly every such pause for an end, 0.95-0.99.) Rates 0.9-1.15 and pauses are drawn from a
+fixed seed, so the set is the same each time. The wav files are not committed.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ REQUESTS = [
     ["Set a timer", "for twenty five minutes."],
     ["I need a recipe for dinner", "something with chicken", "and not too spicy."],
     ["How long does it take", "to drive from Boston to New York?"],
-    ["Add milk, eggs and bread", "to my shopping list."],
+    ["Add milk and eggs", "to my shopping list."],
     ["Could you summarise the email", "that Maria sent me this morning?"],
     ["Play some quiet music", "for reading."],
     ["What was the name of that film", "with the robot", "who cleans up the earth?"],
@@ -65,6 +67,25 @@ def _speak(tts, text: str, rate: float) -> tuple[np.ndarray, int]:
     return np.frombuffer(pcm, dtype="<i2"), rate_hz
 
 
+def _gaps(samples: np.ndarray, hz: int, k: int) -> list[int]:
+    """The middles of the `k` longest quiet stretches between words (10 ms frames under 2%
+    of the peak), in order: Piper's pauses at the commas."""
+    step = hz // 100
+    n = len(samples) // step
+    rms = np.sqrt((samples[: n * step].astype(np.float64).reshape(n, step) ** 2).mean(axis=1))
+    quiet = rms < 0.02 * rms.max()
+    loud = np.flatnonzero(~quiet)
+    runs = []  # (length, middle sample) of quiet runs inside the speech
+    start = None
+    for i in range(int(loud[0]), int(loud[-1]) + 1):
+        if quiet[i] and start is None:
+            start = i
+        elif not quiet[i] and start is not None:
+            runs.append((i - start, (start + i) // 2 * step))
+            start = None
+    return sorted(middle for _, middle in sorted(runs, reverse=True)[:k])
+
+
 def main(out_dir: str) -> int:
     from assistant.settings import load_settings
     from assistant.speech.tts import load_local_tts
@@ -79,16 +100,14 @@ def main(out_dir: str) -> int:
     for name, parts in items:
         rate = round(rng.uniform(0.9, 1.15), 2)
         pauses = [round(rng.uniform(0.4, 1.2), 2) for _ in parts[1:]]
-        spoken = [p + "," if k < len(parts) - 1 else p for k, p in enumerate(parts)]
-        audio: list[np.ndarray] = []
-        hz = 22050
-        for k, text in enumerate(spoken):
-            samples, hz = _speak(tts, text, rate)
-            if k == 0:
-                audio.append(np.zeros(int(LEAD_S * hz), dtype="<i2"))
-            audio.append(samples)
-            if k < len(pauses):
-                audio.append(np.zeros(int(pauses[k] * hz), dtype="<i2"))
+        samples, hz = _speak(tts, ", ".join(parts), rate)
+        cuts = _gaps(samples, hz, len(pauses))
+        audio = [np.zeros(int(LEAD_S * hz), dtype="<i2")]
+        at = 0
+        for cut, pause in zip(cuts, pauses, strict=True):
+            audio += [samples[at:cut], np.zeros(int(pause * hz), dtype="<i2")]
+            at = cut
+        audio.append(samples[at:])
         with wave.open(str(out / name), "wb") as w:
             w.setnchannels(1)
             w.setsampwidth(2)
@@ -97,7 +116,7 @@ def main(out_dir: str) -> int:
         index[name] = {
             "text": " ".join(parts),
             "language": "en",
-            "pauses_s": pauses,
+            "added_pause_s": pauses,  # on top of Piper's own pause at the comma
             "rate": rate,
             "source": "the app's Piper voice, scripts/make_turns_heldout.py",
         }
