@@ -141,10 +141,10 @@ def measure(
     session = vad_session()
     silences: list[Silence] = []
     timings: list[float] = []
-    names = []
+    names: dict[str, list[str]] = {}
     for audio_dir in audio_dirs:
         for name, samples in load_recordings(audio_dir):
-            names.append(name)
+            names.setdefault(str(audio_dir), []).append(name)
             vad = StreamingVad(session)  # a fresh stream per recording, as per call
             silences += probe(name, samples, model, vad, config, offsets, timings)
     return report(silences, config, offsets, audio_dirs, names, timings)
@@ -155,7 +155,7 @@ def report(
     config: ListenConfig,
     offsets: Sequence[int],
     audio_dirs: Sequence[Path],
-    names: Sequence[str],
+    names: dict[str, list[str]],
     timings: Sequence[float] = (),
 ) -> dict:
     rule = Rule(config.candidate_ms, config.recheck_ms, config.fallback_ms, config.end_threshold)
@@ -169,7 +169,7 @@ def report(
         "bench": "turns",
         "model": "Smart Turn v3.2 (smart-turn-v3.2-cpu.onnx, one thread)",
         "audio_dirs": [str(d) for d in audio_dirs],
-        "recordings": list(names),
+        "recordings": [n for group in names.values() for n in group],
         "rule": asdict(rule),
         "n_pauses": len(pauses),
         "n_ends": sum(s.kind == "end" for s in silences),
@@ -187,11 +187,27 @@ def report(
         "listener_end_delay": delays,
         "first_verdict_sweep": sweep,
         "figures": figures,
+        "by_dir": {d: _part(silences, set(group), firsts, rule) for d, group in names.items()},
         "livekit_anchors": LIVEKIT,
         "silences": [asdict(s) for s in silences],
     }
     result["summary"] = _summary(result)
     return result
+
+
+def _part(silences: Sequence[Silence], names: set[str], firsts: list[int], rule: Rule) -> dict:
+    """The figures of one directory's recordings (names are unique within a directory only:
+    the same name in two directories is counted in both)."""
+    part = [s for s in silences if s.recording in names]
+    return {
+        "figures": summary_figures(sweep_rule(part, firsts, rule)),
+        "listener_by_delay": by_delay(part, SCHEDULE, rule),
+        "listener_end_delay": end_delays(part, rule),
+    }
+
+
+SCHEDULE = (200, 500, 800, 1100, 1400, 1500)
+"""The delays at which the listener's rule can decide (candidate, rechecks, fallback)."""
 
 
 def _pct(share: float | None) -> str:
@@ -232,4 +248,10 @@ def _summary(r: dict) -> list[str]:
         f"after p50 {f['end_delay_p50_ms_there']} ms (n={f['n_ends']}; eot-bench: 543 and "
         "1,051 ms)"
     )
+    for d, part in r["by_dir"].items():
+        f = part["figures"]
+        lines.append(
+            f"  {d}: false at 300 ms {_pct(f['false_end_share_at_300ms'])} of {f['n_pauses']}"
+            f" pauses; <= 5% from {f['smallest_delay_within_5pct_ms']} ms ({f['n_ends']} ends)"
+        )
     return lines
