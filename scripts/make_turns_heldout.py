@@ -1,6 +1,7 @@
 """Writes a held-out set for `assistant bench turns`: requests spoken by the app's Piper voice,
-most cut into two or three parts with a mid-sentence pause (0.4-1.2 s) between them, some
-whole short sentences with none, and a `transcripts.json` naming them.
+most cut into two or three parts with a mid-sentence pause (0.4-1.2 s) between them (four
+after a word a sentence does not end on: "a flight to | Paris"), some whole short sentences
+with none, and a `transcripts.json` naming them.
 
     .venv/bin/python scripts/make_turns_heldout.py /tmp/turns_heldout
     .venv/bin/python -m assistant.cli bench turns --audio /tmp/turns_heldout
@@ -42,6 +43,11 @@ REQUESTS = [
     ["How many grams of sugar", "are in a teaspoon?"],
     ["Explain how compound interest works", "with a simple example."],
     ["Find me a train to Edinburgh", "that leaves after six."],
+    # a person looking for the next word: the pause after one a sentence does not end on
+    ["I want to book a flight to", "Paris next Tuesday."],
+    ["Remind me about the", "dentist appointment on Monday."],
+    ["Can you check if", "the package has arrived?"],
+    ["What's the capital of", "Australia?"],
 ]
 WHOLE = [
     "What time is it?",

@@ -11,6 +11,7 @@ from assistant.devtools.turncurve import (
     end_delays,
     summary_figures,
     sweep,
+    unfinished,
 )
 
 RULE = Rule(first_ms=200, recheck_ms=300, fallback_ms=1500, threshold=0.5)
@@ -71,3 +72,15 @@ def test_the_sweep_and_livekits_two_figures():
     assert f["false_end_share_at_300ms"] == 0.05 and f["n_pauses"] == 20 and f["n_ends"] == 1
     assert f["smallest_delay_within_5pct_ms"] == 300
     assert f["end_delay_p50_ms_there"] == 300
+
+
+def test_the_settled_text_keeps_an_unfinished_sentence_open():
+    gated = Rule(text_gate=True)
+    to = Silence("a", "pause", 900, flat(0.9, 900), text="I want a flight to")
+    done = Silence("a", "end", 1500, flat(0.9), text="I want a flight to Paris.")
+    assert unfinished(to.text) and not unfinished(done.text) and not unfinished(None)
+    assert decided_at(to, RULE) == 200 and decided_at(to, gated) is None
+    assert decided_at(done, gated) == 200
+    # an unfinished one is still ended by the fallback
+    long = Silence("a", "pause", 1600, flat(0.9), text="and the")
+    assert decided_at(long, gated) == 1500

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from itertools import pairwise
 from pathlib import Path
 from typing import Any
@@ -26,7 +26,14 @@ from typing import Any
 import numpy as np
 
 from assistant.call.hearing import ListenConfig
-from assistant.devtools.turncurve import Rule, Silence, by_delay, end_delays, summary_figures
+from assistant.devtools.turncurve import (
+    Rule,
+    Silence,
+    by_delay,
+    end_delays,
+    summary_figures,
+    unfinished,
+)
 from assistant.devtools.turncurve import sweep as sweep_rule
 from assistant.errors import AssistantError
 from assistant.stats import percentile
@@ -34,6 +41,8 @@ from assistant.stats import percentile
 RATE = 16000
 FRAME = 512
 FRAME_MS = FRAME * 1000 / RATE
+TAIL_FRAMES = 4
+"""Frames after the last voiced one a final transcript reads (`call.listener`)."""
 OFFSETS = tuple(range(200, 1501, 100))
 """Silence offsets the model is asked at: every candidate/recheck time of the listener's
 schedule (200, 500, 800, 1100, 1400) and of any first-verdict delay on a 100 ms grid."""
@@ -97,8 +106,10 @@ def probe(
     config: ListenConfig,
     offsets: Sequence[int] = OFFSETS,
     timings: list[float] | None = None,
+    stt: Any = None,
 ) -> list[Silence]:
-    """Every pause and the end of one recording, each with the model's verdicts."""
+    """Every pause and the end of one recording, each with the model's verdicts (and with
+    `stt`, the words up to it, to the last word's release as the listener transcribes)."""
     import time
 
     tail = int(RATE * (max(offsets) + 500) / 1000)
@@ -122,7 +133,10 @@ def probe(
             probs[d] = round(float(model.probability(padded[start:upto])), 4)
             if timings is not None:
                 timings.append((time.perf_counter() - t0) * 1000)
-        out.append(Silence(name, kind, round(length), probs))  # type: ignore[arg-type]
+        text = None
+        if stt is not None:
+            text = stt.transcribe(padded[start : (at + TAIL_FRAMES) * FRAME]).text
+        out.append(Silence(name, kind, round(length), probs, text))  # type: ignore[arg-type]
     return out
 
 
@@ -131,8 +145,10 @@ def measure(
     config: ListenConfig | None = None,
     offsets: Sequence[int] = OFFSETS,
     model: Any = None,
+    stt: Any = None,
 ) -> dict:
-    """The bench: every recording of `audio_dirs` probed, the curve and its summary."""
+    """The bench: every recording of `audio_dirs` probed, the curve and its summary; with
+    `stt`, also the curve with the settled text as a second signal (`Rule.text_gate`)."""
     from assistant.speech.turn_end import load_turn_end
     from assistant.speech.vad import StreamingVad, vad_session
 
@@ -146,7 +162,7 @@ def measure(
         for name, samples in load_recordings(audio_dir):
             names.setdefault(str(audio_dir), []).append(name)
             vad = StreamingVad(session)  # a fresh stream per recording, as per call
-            silences += probe(name, samples, model, vad, config, offsets, timings)
+            silences += probe(name, samples, model, vad, config, offsets, timings, stt)
     return report(silences, config, offsets, audio_dirs, names, timings)
 
 
@@ -187,6 +203,7 @@ def report(
         "listener_end_delay": delays,
         "first_verdict_sweep": sweep,
         "figures": figures,
+        "with_text": _with_text(silences, firsts, rule),
         "by_dir": {d: _part(silences, set(group), firsts, rule) for d, group in names.items()},
         "livekit_anchors": LIVEKIT,
         "silences": [asdict(s) for s in silences],
@@ -203,6 +220,23 @@ def _part(silences: Sequence[Silence], names: set[str], firsts: list[int], rule:
         "figures": summary_figures(sweep_rule(part, firsts, rule)),
         "listener_by_delay": by_delay(part, SCHEDULE, rule),
         "listener_end_delay": end_delays(part, rule),
+    }
+
+
+def _with_text(silences: Sequence[Silence], firsts: list[int], rule: Rule) -> dict | None:
+    """The same, a silence whose words end on one a sentence does not end on never taken for
+    an end by the model (None: no transcripts)."""
+    if not any(s.text is not None for s in silences):
+        return None
+    gated = replace(rule, text_gate=True)
+    return {
+        "unfinished": {
+            "pauses": sum(s.kind == "pause" and unfinished(s.text) for s in silences),
+            "ends": sum(s.kind == "end" and unfinished(s.text) for s in silences),
+        },
+        "figures": summary_figures(sweep_rule(silences, firsts, gated)),
+        "listener_by_delay": by_delay(silences, SCHEDULE, gated),
+        "listener_end_delay": end_delays(silences, gated),
     }
 
 
@@ -248,6 +282,13 @@ def _summary(r: dict) -> list[str]:
         f"after p50 {f['end_delay_p50_ms_there']} ms (n={f['n_ends']}; eot-bench: 543 and "
         "1,051 ms)"
     )
+    if r["with_text"]:
+        t, u = r["with_text"]["figures"], r["with_text"]["unfinished"]
+        lines.append(
+            f"with the settled text ({u['pauses']} pauses and {u['ends']} ends end on a word a"
+            f" sentence does not end on): false at 300 ms {_pct(t['false_end_share_at_300ms'])}"
+            f"; <= 5% from {t['smallest_delay_within_5pct_ms']} ms"
+        )
     for d, part in r["by_dir"].items():
         f = part["figures"]
         lines.append(

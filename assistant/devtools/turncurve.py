@@ -31,6 +31,8 @@ class Silence:
     """How long it lasted (an end: as long as it was listened to)."""
     probs: dict[int, float] = field(default_factory=dict)
     """P(the turn is complete) asked at that many ms of silence, the audio up to there."""
+    text: str | None = None
+    """The utterance's words up to the silence (None: not transcribed)."""
 
 
 @dataclass(frozen=True)
@@ -41,12 +43,17 @@ class Rule:
     recheck_ms: int = 300
     fallback_ms: int = 1500
     threshold: float = 0.5
+    text_gate: bool = False
+    """The settled text as well: words that end on one that cannot end a sentence ("... to
+    the") are not an end, whatever the model says (only the fallback ends them)."""
 
 
 def decided_at(silence: Silence, rule: Rule) -> float | None:
     """The silence offset (ms) at which the rule takes this silence for an end; None: it
     does not (speech resumed first). A verdict not in `probs` is not counted as an end."""
     ask = rule.first_ms
+    if rule.text_gate and unfinished(silence.text):
+        ask = rule.fallback_ms  # the model is not heeded
     while ask < rule.fallback_ms and ask <= silence.length_ms:
         p = silence.probs.get(ask)
         if p is not None and p >= rule.threshold:
@@ -55,6 +62,22 @@ def decided_at(silence: Silence, rule: Rule) -> float | None:
     if silence.length_ms >= rule.fallback_ms:
         return float(rule.fallback_ms)
     return None
+
+
+NEVER_LAST = frozenset(
+    (
+        "a an the and but or nor because if than to of for with from my your our their its um uh"
+    ).split()
+)
+"""Words a spoken request does not end on: articles, conjunctions, a few prepositions,
+possessives, fillers (a fixed list, not fitted to the data; words a command can end on,
+"in", "on", "her", "that", "you", are left out)."""
+
+
+def unfinished(text: str | None) -> bool:
+    """The words stop on one a sentence does not end on (no words: not known, False)."""
+    words = (text or "").lower().replace(",", " ").split()
+    return bool(words) and words[-1].strip(".?!;:-\"'") in NEVER_LAST
 
 
 def _share(hits: int, n: int) -> float | None:
@@ -97,7 +120,7 @@ def sweep(silences: Sequence[Silence], firsts: Sequence[int], rule: Rule) -> lis
     end and the delay after real ends."""
     rows = []
     for first in firsts:
-        at = Rule(first, rule.recheck_ms, rule.fallback_ms, rule.threshold)
+        at = Rule(first, rule.recheck_ms, rule.fallback_ms, rule.threshold, rule.text_gate)
         pauses = [decided_at(s, at) for s in silences if s.kind == "pause"]
         rows.append(
             {
