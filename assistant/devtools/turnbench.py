@@ -244,6 +244,10 @@ SCHEDULE = (200, 500, 800, 1100, 1400, 1500)
 """The delays at which the listener's rule can decide (candidate, rechecks, fallback)."""
 
 
+def _from(ms: int | None) -> str:
+    return "at no delay up to the fallback" if ms is None else f"from {ms} ms"
+
+
 def _pct(share: float | None) -> str:
     return "-" if share is None else f"{share * 100:.1f}%"
 
@@ -275,24 +279,29 @@ def _summary(r: dict) -> list[str]:
             f"  {row['first_ask_ms']:>4} | {_pct(row['false_end_share']):>8} of "
             f"{row['n_pauses']} | {e['p50_ms']} / {e['p95_ms']} ms (n={e['n']})"
         )
+    within = f["smallest_delay_within_5pct_ms"]
     lines.append(
         f"false ends at 300 ms: {_pct(f['false_end_share_at_300ms'])} (n={f['n_pauses']} "
-        f"pauses; LiveKit v1 9.9%, Smart Turn v3.2 35.2% on eot-bench); smallest delay "
-        f"with <= 5% false: {f['smallest_delay_within_5pct_ms']} ms, real ends then decided "
-        f"after p50 {f['end_delay_p50_ms_there']} ms (n={f['n_ends']}; eot-bench: 543 and "
-        "1,051 ms)"
+        "pauses; eot-bench: LiveKit v1 9.9%, Smart Turn v3.2 35.2%); <= 5% false: "
+        + (
+            f"from {within} ms, real ends then decided after p50 {f['end_delay_p50_ms_there']}"
+            f" ms (n={f['n_ends']})"
+            if within is not None
+            else f"at no delay up to the fallback (n={f['n_ends']} ends)"
+        )
+        + " (eot-bench: 543 and 1,051 ms)"
     )
     if r["with_text"]:
         t, u = r["with_text"]["figures"], r["with_text"]["unfinished"]
         lines.append(
             f"with the settled text ({u['pauses']} pauses and {u['ends']} ends end on a word a"
             f" sentence does not end on): false at 300 ms {_pct(t['false_end_share_at_300ms'])}"
-            f"; <= 5% from {t['smallest_delay_within_5pct_ms']} ms"
+            f"; <= 5% {_from(t['smallest_delay_within_5pct_ms'])}"
         )
     for d, part in r["by_dir"].items():
         f = part["figures"]
         lines.append(
             f"  {d}: false at 300 ms {_pct(f['false_end_share_at_300ms'])} of {f['n_pauses']}"
-            f" pauses; <= 5% from {f['smallest_delay_within_5pct_ms']} ms ({f['n_ends']} ends)"
+            f" pauses; <= 5% {_from(f['smallest_delay_within_5pct_ms'])} ({f['n_ends']} ends)"
         )
     return lines
