@@ -290,7 +290,7 @@ def parser() -> argparse.ArgumentParser:
     s.set_defaults(fn=cmd_doctor)
 
     s = sub.add_parser("bench", help="benchmarks")
-    s.add_argument("which", choices=["qos", "voice", "load", "idle", "typed"])
+    s.add_argument("which", choices=["qos", "voice", "load", "idle", "typed", "turns"])
     s.add_argument("--json", action="store_true")
     s.add_argument("--rounds", type=int, default=None, help="samples per condition")
     s.add_argument(
@@ -332,7 +332,8 @@ def parser() -> argparse.ArgumentParser:
         "--audio",
         default=None,
         metavar="DIR",
-        help="voice: recordings with a transcripts.json (default ../shared/audio)",
+        help="voice, turns: recordings with a transcripts.json (default ../shared/audio; "
+        "turns: several joined by ':')",
     )
     s.add_argument(
         "--calls",

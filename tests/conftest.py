@@ -60,6 +60,7 @@ TIERS = {
     "test_simengine": ("process",),
     "test_stt": ("model",),
     "test_tts": ("model",),
+    "test_turnbench": ("model",),
     "test_ui": ("process", "model"),
     "test_voice": ("process", "model"),
     "test_wheel": ("process", "model"),

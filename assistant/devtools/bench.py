@@ -1,6 +1,6 @@
-"""`assistant bench qos|voice|load|idle|typed`: the benchmarks. Speed is measured here, never
-asserted in tests. Each lives in its own module (`qosbench`, `voicebench`, `loadbench`,
-`idlebench`, `typedbench`)."""
+"""`assistant bench qos|voice|load|idle|typed|turns`: the benchmarks. Speed is measured here,
+never asserted in tests. Each lives in its own module (`qosbench`, `voicebench`, `loadbench`,
+`idlebench`, `typedbench`, `turnbench`)."""
 
 from __future__ import annotations
 
@@ -89,6 +89,17 @@ def _run(
         result = bench_voice(
             settings, rounds, live=live, audio_dir=Path(audio_dir) if audio_dir else None
         )
+    elif which == "turns":
+        import os
+        from pathlib import Path
+
+        from assistant.devtools.turnbench import measure
+        from assistant.devtools.voicebench import AUDIO_DIR
+
+        dirs = [Path(d) for d in audio_dir.split(os.pathsep)] if audio_dir else [AUDIO_DIR]
+        from assistant.speech.stt import load_local_stt
+
+        result = measure(dirs, stt=load_local_stt(settings))
     elif which == "typed":
         from assistant.devtools.typedbench import bench_typed
 
