@@ -5,6 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+RATE = 16000
+FRAME = 512
+"""Silero's window at 16 kHz: 32 ms."""
+FRAME_MS = FRAME * 1000 / RATE
+
 
 @dataclass(frozen=True)
 class ListenConfig:

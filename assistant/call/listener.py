@@ -16,17 +16,13 @@ from typing import Any
 import numpy as np
 
 from assistant.call.echo import is_echo, words
-from assistant.call.hearing import Heard, ListenConfig
+from assistant.call.hearing import FRAME, FRAME_MS, RATE, Heard, ListenConfig
 from assistant.call.transcribing import Job, Transcribing
 from assistant.records import now_ms
 from assistant.speech.stages import SpeechToText, TurnEndModel
 from assistant.speech.turn_end import run_turn_end
 from assistant.speech.vad import StreamingVad
 
-RATE = 16000
-FRAME = 512
-"""Silero's window at 16 kHz: 32 ms."""
-FRAME_MS = FRAME * 1000 / RATE
 CHECK_EVERY_MS = 250
 TAIL_FRAMES = 4
 """Frames kept after the last voiced one for the transcript (128 ms: the word's release)."""

@@ -24,7 +24,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from assistant.call.hearing import Heard, ListenConfig
+from assistant.call.hearing import FRAME_MS, Heard, ListenConfig
 from assistant.errors import AssistantError
 from assistant.speech.pools import speech_pools
 from assistant.speech.stages import SpeechToText
@@ -34,8 +34,6 @@ def _remote(stt: object) -> bool:
     return bool(getattr(stt, "remote", False))
 
 
-FRAME_MS = 512 * 1000 / 16000
-"""The listener's frame (Silero's 32 ms window at 16 kHz)."""
 PASS_BUSY = 0.6
 """A pass taking more than this share of the step to the next one: the passes fall behind."""
 PASS_EASY = 0.3

@@ -95,10 +95,9 @@ def _run(
 
         from assistant.devtools.turnbench import measure
         from assistant.devtools.voicebench import AUDIO_DIR
-
-        dirs = [Path(d) for d in audio_dir.split(os.pathsep)] if audio_dir else [AUDIO_DIR]
         from assistant.speech.stt import load_local_stt
 
+        dirs = [Path(d) for d in audio_dir.split(os.pathsep)] if audio_dir else [AUDIO_DIR]
         result = measure(dirs, stt=load_local_stt(settings))
     elif which == "typed":
         from assistant.devtools.typedbench import bench_typed

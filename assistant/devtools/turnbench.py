@@ -25,7 +25,8 @@ from typing import Any
 
 import numpy as np
 
-from assistant.call.hearing import ListenConfig
+from assistant.call.hearing import FRAME, FRAME_MS, RATE, ListenConfig
+from assistant.call.listener import TAIL_FRAMES
 from assistant.devtools.turncurve import (
     Rule,
     Silence,
@@ -35,14 +36,9 @@ from assistant.devtools.turncurve import (
     unfinished,
 )
 from assistant.devtools.turncurve import sweep as sweep_rule
-from assistant.errors import AssistantError
+from assistant.devtools.voicebench import recordings
 from assistant.stats import percentile
 
-RATE = 16000
-FRAME = 512
-FRAME_MS = FRAME * 1000 / RATE
-TAIL_FRAMES = 4
-"""Frames after the last voiced one a final transcript reads (`call.listener`)."""
 OFFSETS = tuple(range(200, 1501, 100))
 """Silence offsets the model is asked at: every candidate/recheck time of the listener's
 schedule (200, 500, 800, 1100, 1400) and of any first-verdict delay on a 100 ms grid."""
@@ -59,21 +55,17 @@ def load_recordings(audio_dir: Path) -> list[tuple[str, np.ndarray]]:
     a stereo one with a transcript per channel as two."""
     from faster_whisper.audio import decode_audio
 
-    index = audio_dir / "transcripts.json"
-    if not index.is_file():
-        raise AssistantError(f"{audio_dir} has no transcripts.json naming its recordings")
+    files = recordings(audio_dir)  # the index and its files checked as the voice bench does
+    names = json.loads((audio_dir / "transcripts.json").read_text())
     out: list[tuple[str, np.ndarray]] = []
-    for name, meta in json.loads(index.read_text()).items():
-        path = audio_dir / name
-        if not path.is_file():
-            continue
+    for path in files:
+        name = path.relative_to(audio_dir).as_posix()
+        meta = names[name]
         if isinstance(meta, dict) and "text_left" in meta and "text_right" in meta:
             left, right = decode_audio(str(path), sampling_rate=RATE, split_stereo=True)
             out += [(f"{name}:left", left), (f"{name}:right", right)]
         else:
             out.append((name, decode_audio(str(path), sampling_rate=RATE)))
-    if not out:
-        raise AssistantError(f"none of the recordings {index} names exist")
     return out
 
 
