@@ -211,9 +211,9 @@ async def _played_and_waiting_on_the_window(s, turn) -> None:
 
 def test_the_listener_numbers_what_it_says():
     listener = Listener(load_stt(Settings()))
-    listener._say(Heard("speech", 1))
-    listener._say(Heard("partial", 1, "and so"))
-    assert [h.seq for h in listener.take()] == [1, 2] and listener.said == 2
+    listener.out.say(Heard("speech", 1))
+    listener.out.say(Heard("partial", 1, "and so"))
+    assert [h.seq for h in listener.take()] == [1, 2] and listener.out.said == 2
 
 
 def test_a_prepared_turn_is_routed_once_and_carries_its_decision_into_the_turn():

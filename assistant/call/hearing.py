@@ -1,7 +1,9 @@
-"""What the hands-free listener is told (`ListenConfig`) and says (`Heard`)."""
+"""What the hands-free listener is told (`ListenConfig`) and says (`Heard`, in its `Outbox`)."""
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 from dataclasses import dataclass
 from typing import Literal
 
@@ -107,3 +109,30 @@ class Heard:
     seq: int = 0
     """Its place in what the listener said (1, 2, ...; 0: not said by a listener), so the
     session can tell whether it has heard everything said so far."""
+
+
+class Outbox:
+    """What the listener said, in order, for its one reader (the call), each numbered
+    (`Heard.seq`)."""
+
+    def __init__(self) -> None:
+        self._out: list[Heard] = []
+        self._ready = asyncio.Event()
+        self.said = 0
+        """How many things it has said (the last one's `seq`)."""
+
+    def say(self, heard: Heard) -> None:
+        self.said += 1
+        self._out.append(dataclasses.replace(heard, seq=self.said))
+        self._ready.set()
+
+    def take(self) -> list[Heard]:
+        out, self._out = self._out, []
+        self._ready.clear()
+        return out
+
+    async def next(self) -> list[Heard]:
+        """Wait until something was said; what was."""
+        while not self._out:
+            await self._ready.wait()
+        return self.take()

@@ -1,36 +1,40 @@
-"""Hands-free listening: voice activity detection on a live microphone stream, a transcript
-that grows while the person speaks, and the end of their turn decided by a turn-end model.
+"""Hands-free listening: a live microphone stream, a transcript that grows while the person
+speaks, and the end of their turn decided by a turn-end model.
 
-The page streams 16 kHz int16 PCM in real time (`web.call`); `Listener.feed` runs Silero VAD
-frame by frame (32 ms) and queues what happened (`Heard`; its kinds: `call.hearing`).
-
-Never starving: `feed` never awaits Whisper or the turn-end model. VAD stays on the loop (0.5 ms
-a chunk), so a backlog is heard whole before a verdict lands (in a thread, calls lost words)."""
+The page streams 16 kHz int16 PCM in real time (`web.call`); `Listener.feed` frames it
+(`call.frames`: Silero VAD, on the loop) and queues what happened (`Heard`; its kinds:
+`call.hearing`). It never awaits Whisper (`call.transcribing`) or the turn-end model
+(`call.verdicts`): they run in the background, so a backlog is heard whole first."""
 
 from __future__ import annotations
 
 import asyncio
 from collections import deque
-from typing import Any
+from collections.abc import Coroutine
+from typing import Any, Literal
 
 import numpy as np
 
 from assistant.call.echo import is_echo, words
-from assistant.call.hearing import FRAME, FRAME_MS, RATE, Heard, ListenConfig
-from assistant.call.transcribing import Job, Transcribing
+from assistant.call.frames import Frames
+from assistant.call.hearing import FRAME_MS, Heard, ListenConfig, Outbox
+from assistant.call.transcribing import Job, Transcriber
+from assistant.call.verdicts import Verdicts
 from assistant.records import now_ms
 from assistant.speech.stages import SpeechToText, TurnEndModel
 from assistant.speech.turn_end import run_turn_end
 from assistant.speech.vad import StreamingVad
+from assistant.turns.stream import cancel_all
 
 CHECK_EVERY_MS = 250
 TAIL_FRAMES = 4
 """Frames kept after the last voiced one for the transcript (128 ms: the word's release)."""
 
 
-class Listener(Transcribing):
+class Listener:
     """One microphone stream. `feed` queues what it heard and returns what is ready; the
-    transcriptions and the turn-end model run in the background (`next` waits for more)."""
+    transcriptions (its `Transcriber`, whose hooks it implements) and the turn-end model run
+    in the background (`next` waits for more)."""
 
     def __init__(
         self,
@@ -42,18 +46,16 @@ class Listener(Transcribing):
     ):
         self.stt = stt
         self.config = config or ListenConfig()
-        self.vad = vad or StreamingVad()
-        self.turn_end = turn_end
-        """None: no model; a pause of `fallback_ms` ends the turn."""
+        self.frames = Frames(vad or StreamingVad(), self.config.threshold)
+        self.verdicts = Verdicts(turn_end, self.config)
         self.count = 0
-        self._pending = np.zeros(0, dtype=np.float32)  # samples short of a whole frame
         self._preroll: deque[np.ndarray] = deque(
             maxlen=max(1, int(self.config.preroll_ms // FRAME_MS))
         )
         self._playing: str | None = None
-        self._out: list[Heard] = []
-        self._ready = asyncio.Event()
+        self.out = Outbox()
         self._tasks: set[asyncio.Task[Any]] = set()
+        self.transcriber = Transcriber(stt, self.config.preview_every_ms, self)
         self._epoch = 0
         """Bumped whenever what an in-flight result was for is gone (speech resumed, the
         utterance ended): a result from an older epoch is dropped."""
@@ -63,9 +65,6 @@ class Listener(Transcribing):
         """The last committed utterance's audio, and the silence since, while it may go on."""
         self._closed_number = 0
         self._closed_gap_ms = 0.0
-        self._running: Job | None = None
-        self._waiting: Job | None = None
-        self._step_ms, self._heard = float(self.config.preview_every_ms), 0
         self._reset()
 
     def _reset(self) -> None:
@@ -83,14 +82,12 @@ class Listener(Transcribing):
         self._announced = False
         self._echo = False
         self._checked_ms = 0.0
-        self._waiting = None
+        self.transcriber.waiting = None
         # the candidate end: its transcript, the model's verdict, the decision
         self._candidate = False
         self._text: str | None = None
         self._text_upto = 0
-        self._verdict: float | None = None
-        self._asked_at_ms: float | None = None  # silence when the model was last asked
-        self._asking = False
+        self.verdicts.clear()
         self._committed: tuple[float, float] | None = None  # (endpoint_ms, decided_at)
         self._decided_by = ""
         self._candidate_sent = False
@@ -106,25 +103,15 @@ class Listener(Transcribing):
         the person's for good, decided on the audio's clock, never by polling the listener."""
         if self._closed is not None:
             self._closed = None
-            self._say(Heard("closed", self._closed_number))
+            self.out.say(Heard("closed", self._closed_number))
 
     async def feed(
         self, pcm: bytes, received_ms: float | None = None, *, take: bool = True
     ) -> list[Heard]:
         """Audio in; never waits for a model. What was heard so far (`take=False`: for `next`)."""
         received = now_ms() if received_ms is None else received_ms
-        samples = np.frombuffer(pcm[: len(pcm) // 2 * 2], dtype="<i2").astype(np.float32) / 32768
-        self._pending = np.concatenate([self._pending, samples])
-        n = len(self._pending) // FRAME
-        if n:
-            frames = self._pending[: n * FRAME].reshape(n, FRAME)
-            self._pending = self._pending[n * FRAME :]
-            probs = self.vad.probs(frames)  # on the loop: see "Never starving" above
-            self._heard += n
-            for i, (frame, p) in enumerate(zip(frames, probs, strict=True)):
-                # when (wall clock) this frame ended: the chunk's arrival less what followed it
-                behind_ms = ((n - 1 - i) * FRAME + len(self._pending)) * 1000 / RATE
-                self._frame(frame, float(p) >= self.config.threshold, received - behind_ms)
+        for frame, voiced, at_ms in self.frames.split(pcm, received):
+            self._frame(frame, voiced, at_ms)
         return self.take() if take else []
 
     def _frame(self, frame: np.ndarray, voiced: bool, at_ms: float) -> None:
@@ -160,7 +147,8 @@ class Listener(Transcribing):
             self._silence_ms += FRAME_MS
         if not self._announced and not self._echo:
             self._maybe_announce()
-        if self._announced and self._silence_ms == 0.0 and self._preview_due():
+        since = len(self._audio) - self._preview_at
+        if self._announced and self._silence_ms == 0.0 and self.transcriber.due(since):
             self._preview_at = len(self._audio)
             self._transcribe("preview", len(self._audio))
         too_long = len(self._audio) * FRAME_MS >= cfg.max_utterance_s * 1000
@@ -170,7 +158,7 @@ class Listener(Transcribing):
             if self._silence_ms >= cfg.fallback_ms or too_long:
                 self._forced = too_long
                 self._commit(None)
-            elif self._should_ask():
+            elif self.verdicts.due(self._silence_ms):
                 self._ask_model()
 
     def _maybe_announce(self) -> None:
@@ -184,7 +172,8 @@ class Listener(Transcribing):
             # every 250 ms of speech (in the background) until there are three
             if self._voiced_ms < self._checked_ms + CHECK_EVERY_MS:
                 return
-            if self._running is not None and self._running.kind == "check":
+            running = self.transcriber.running
+            if running is not None and running.kind == "check":
                 return
             self._checked_ms = self._voiced_ms
             self._transcribe("check", len(self._audio))
@@ -205,11 +194,11 @@ class Listener(Transcribing):
             self._preview_at += offset
             self._text, self._text_upto = None, 0
             self._uid += 1  # in-flight work read the short audio: its results are dropped
-            self._waiting = None
-            self._say(Heard("resumed", self._closed_number))
+            self.transcriber.waiting = None
+            self.out.say(Heard("resumed", self._closed_number))
         else:
             self.count += 1
-        self._say(Heard("speech", self.count, text, audio_s=self._voiced_ms / 1000))
+        self.out.say(Heard("speech", self.count, text, audio_s=self._voiced_ms / 1000))
 
     def _final_upto(self) -> int:
         """The frames a final transcript reads: to the last word and its release."""
@@ -225,49 +214,29 @@ class Listener(Transcribing):
         if self._voiced_ms < cfg.min_speech_ms or self._echo:
             reason = "echo" if self._echo else "too short"
             number = self.count if self._announced else self.count + 1
-            self._say(Heard("ignored", number, reason=reason, audio_s=audio_s))
+            self.out.say(Heard("ignored", number, reason=reason, audio_s=audio_s))
             self._drop(keep=reason == "too short")
             return
-        upto = self._final_upto()
-        running = self._running
         if self._text is None or self._text_upto < self._last_voiced:
             self._text = None
-            covered = (
-                running is not None
-                and running.epoch == self._epoch
-                and running.upto >= self._last_voiced
-            )
-            if not covered:  # a preview that began at the last word will do
-                self._transcribe("final", upto)
+            # a pass running since the last word will do
+            if not self.transcriber.covers(self._epoch, self._last_voiced):
+                self._transcribe("final", self._final_upto())
         self._ask_model()
 
-    def _should_ask(self) -> bool:
-        if self.turn_end is None or self._asking or self._verdict is None:
-            return False
-        if self._verdict >= self.config.end_threshold:
-            return False
-        return self._silence_ms >= (self._asked_at_ms or 0.0) + self.config.recheck_ms
-
     def _ask_model(self) -> None:
-        if self.turn_end is None:
+        model = self.verdicts.ask(self._silence_ms)
+        if model is None:
             return
-        self._asking = True
-        self._asked_at_ms = self._silence_ms
-        audio = np.concatenate(self._audio)
-        epoch, model = self._epoch, self.turn_end
-        asked = now_ms()
+        audio, epoch, asked = np.concatenate(self._audio), self._epoch, now_ms()
 
         async def ask() -> None:
             p = await run_turn_end(model.probability, audio)
-            if epoch != self._epoch:
-                return
-            self._asking = False
-            self._verdict = p
-            if p >= self.config.end_threshold and self._committed is None:
+            if epoch == self._epoch and self.verdicts.answered(p) and self._committed is None:
                 # the decision came this long after the model was asked, on top of the pause
                 self._commit(now_ms() - asked)
 
-        self._spawn(ask())
+        self.spawn(ask())
 
     def _commit(self, model_ms: float | None) -> None:
         """The end is decided (model_ms: how long the model took; None: the fallback)."""
@@ -275,7 +244,7 @@ class Listener(Transcribing):
         if model_ms is None:
             endpoint = frames_after * FRAME_MS
         else:
-            endpoint = (self._asked_at_ms or frames_after * FRAME_MS) + model_ms
+            endpoint = (self.verdicts.asked_at_ms or frames_after * FRAME_MS) + model_ms
         self._committed = (endpoint, now_ms())
         self._decided_by = "pause" if model_ms is None else "model"
         self._finish()
@@ -297,14 +266,14 @@ class Listener(Transcribing):
         number = self.count if self._announced else self.count + 1
         audio_s = len(self._audio) * FRAME_MS / 1000
         if not text:
-            self._say(Heard("ignored", number, reason="no words", audio_s=audio_s))
+            self.out.say(Heard("ignored", number, reason="no words", audio_s=audio_s))
             self._drop(keep=True)  # Whisper hears no word in "Ask": the rest may follow
             return True
         # a turn that went on is the person's: it was heard as them before it was joined to
         # what they said first, and a reply that quotes those first words (as the scripted
         # engine's "You said: ..." does) would otherwise pass the whole for its echo
         if self._playing and not self._went_on and is_echo(text, self._playing):
-            self._say(Heard("ignored", number, text, reason="echo", audio_s=audio_s))
+            self.out.say(Heard("ignored", number, text, reason="echo", audio_s=audio_s))
             # a word or two the reply also has is weak evidence (a faint "Ask" is heard as
             # "And"): soon after the last turn it stays with it, in case the person goes on
             self._drop(keep=len(words(text)) <= 2)
@@ -317,14 +286,14 @@ class Listener(Transcribing):
                 return False
         if not self._candidate_sent:
             self._candidate_sent = True
-            self._say(
+            self.out.say(
                 Heard("candidate", self.count, text, last_word_ms=self._last_word_ms,
                       audio_s=audio_s)
             )  # fmt: skip
         if self._committed is None:
             return False
         endpoint, decided = self._committed
-        self._say(
+        self.out.say(
             Heard(
                 "final",
                 self.count,
@@ -333,7 +302,7 @@ class Listener(Transcribing):
                 reason=self._decided_by,
                 endpoint_ms=endpoint,
                 stt_ms=max(0.0, now_ms() - decided),
-                probability=self._verdict,
+                probability=self.verdicts.verdict,
                 audio_s=audio_s,
             )
         )
@@ -361,17 +330,54 @@ class Listener(Transcribing):
         """Speech after a candidate end: the same utterance goes on."""
         self._epoch += 1
         if self._candidate_sent:
-            self._say(Heard("resumed", self.count))
+            self.out.say(Heard("resumed", self.count))
         self._candidate = False
         self._candidate_sent = False
-        self._verdict = None
-        self._asked_at_ms = None
-        self._asking = False
+        self.verdicts.clear()
         self._committed = None
 
-    # -- transcription: one at a time per utterance ------------------------------------------
+    # -- what it heard, for its one reader --------------------------------------------------
 
-    def _transcribed(self, job: Job, text: str) -> None:
+    def take(self) -> list[Heard]:
+        return self.out.take()
+
+    async def next(self) -> list[Heard]:
+        """Wait until something was heard; what was."""
+        return await self.out.next()
+
+    async def settle(self) -> list[Heard]:
+        """Wait for every transcription and model call in flight; what they produced."""
+        while self._tasks:
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+        return self.take()
+
+    # -- transcription (`Transcriber`'s hooks) ------------------------------------------------
+
+    def _transcribe(self, kind: Literal["preview", "check", "final"], upto: int) -> None:
+        self.transcriber.request(Job(kind, upto, self._epoch, self._uid, self._audio))
+
+    def current(self, job: Job) -> bool:
+        return job.utterance == self._uid and (job.kind == "preview" or job.epoch == self._epoch)
+
+    def spawn(self, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.ensure_future(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def notice(self, reason: str) -> None:
+        self.out.say(Heard("notice", self.count, reason=reason))
+
+    def failed(self, job: Job, reason: str) -> None:
+        """An utterance waiting for its words ends, with the reason (a preview's failure
+        while the person speaks waits for the next one)."""
+        if job.utterance != self._uid or not self._candidate or self._text is not None:
+            return
+        number = self.count if self._announced else self.count + 1
+        self.out.say(Heard("ignored", number, reason=f"speech recognition failed: {reason}"))
+        self._reset()
+        self._close_window()
+
+    def transcribed(self, job: Job, text: str) -> None:
         if job.utterance != self._uid:
             return  # that utterance has ended
         covers_tail = job.upto >= self._last_voiced
@@ -392,19 +398,17 @@ class Listener(Transcribing):
                         return  # this text is of a part
         if self._announced and text and text != self._shown:
             self._shown = text
-            self._say(Heard("partial", self.count, text))
+            self.out.say(Heard("partial", self.count, text))
         if self._candidate and covers_tail and job.epoch == self._epoch and self._text is None:
             self._text, self._text_upto = text, job.upto
             self._finish()
-        elif self._candidate and self._text is None and self._running is None:
-            # what finished was older than the pause: now the final one
-            if self._waiting is None:
-                self._transcribe("final", self._final_upto())
+        elif self._candidate and self._text is None and self.transcriber.idle():
+            self._transcribe("final", self._final_upto())  # what finished was older than the pause
 
     async def close(self) -> None:
-        await self._cancel_tasks()
+        await cancel_all(list(self._tasks))
         self._reset()
-        self._pending = np.zeros(0, dtype=np.float32)
+        self.frames.clear()
         self._preroll.clear()
         self._held.clear()
-        self._out.clear()
+        self.out.take()

@@ -1,4 +1,5 @@
-"""Transcription for the listener: one at a time per utterance, previews giving way.
+"""Transcription for the listener (`Transcriber`): one at a time per utterance, previews
+giving way.
 
 A newer request replaces a waiting one (a final is never queued behind a preview that would
 only be superseded), and a preview starts only when no other listener's transcription is in
@@ -16,15 +17,14 @@ for other listeners' transcriptions.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import dataclasses
+from collections.abc import Coroutine
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 import numpy as np
 
-from assistant.call.hearing import FRAME_MS, Heard, ListenConfig
+from assistant.call.frames import Frames
+from assistant.call.hearing import FRAME_MS
 from assistant.errors import AssistantError
 from assistant.speech.pools import speech_pools
 from assistant.speech.stages import SpeechToText
@@ -64,148 +64,112 @@ class Job:
     """Frames of the utterance it reads."""
     epoch: int
     utterance: int
+    frames: list[np.ndarray]
+    """The utterance's frames as the listener keeps them (read when the job starts: a job
+    that waited reads what came meanwhile)."""
 
 
-class Transcribing:
-    """The listener's transcriptions (`Listener` supplies the state and `_transcribed`)."""
+class Hooks(Protocol):
+    """What a `Transcriber` asks of its listener and tells it (the listener implements it)."""
 
-    stt: SpeechToText
-    config: ListenConfig
-    _audio: list[np.ndarray]
-    _step_ms: float
-    """The step between passes while the person speaks (`next_step`)."""
-    _heard: int
-    """Frames heard so far, on the audio's clock: how far a pass let the speech run ahead."""
-    _preview_at: int
-    _epoch: int
-    _uid: int
-    _running: Job | None
-    _waiting: Job | None
-    _tasks: set[asyncio.Task[Any]]
-    _candidate: bool
-    _text: str | None
-    _announced: bool
-    _closed: Any
-    count: int
+    frames: Frames
+    """The stream's frames: `frames.heard`, the audio's clock, is how far a pass let the
+    speech run ahead."""
 
-    _out: list[Any]
-    _ready: asyncio.Event
-    said = 0
-    """How many things it has said (the last one's `seq`)."""
+    def current(self, job: Job) -> bool:
+        """`job` still reads what is being said (a waiting job starts only then)."""
+        ...
 
-    def _transcribed(self, job: Job, text: str) -> None:
-        raise NotImplementedError
+    def transcribed(self, job: Job, text: str) -> None: ...
 
-    def _reset(self) -> None:
-        raise NotImplementedError
+    def failed(self, job: Job, reason: str) -> None:
+        """The speech server failed `job` and nothing newer waits."""
+        ...
 
-    def _close_window(self) -> None:
-        raise NotImplementedError
+    def notice(self, reason: str) -> None:
+        """Something to tell the person (the embedded model stood in for a failed server)."""
+        ...
 
-    # what the listener heard, for its one reader
-    def take(self) -> list[Any]:
-        out, self._out = self._out, []
-        self._ready.clear()
-        return out
+    def spawn(self, work: Coroutine[Any, Any, None]) -> None:
+        """Run `work` as one of the listener's kept tasks."""
+        ...
 
-    async def next(self) -> list[Any]:
-        """Wait until something was heard; what was."""
-        while not self._out:
-            await self._ready.wait()
-        return self.take()
 
-    async def settle(self) -> list[Any]:
-        """Wait for every transcription and model call in flight; what they produced."""
-        while self._tasks:
-            await asyncio.gather(*list(self._tasks), return_exceptions=True)
-        return self.take()
+class Transcriber:
+    """One listener's transcriptions: at most one running (two on a speech server) and one
+    waiting, and the pace of the passes while the person speaks."""
 
-    def _say(self, heard: Any) -> None:
-        self.said += 1
-        self._out.append(dataclasses.replace(heard, seq=self.said))
-        self._ready.set()
+    def __init__(self, stt: SpeechToText, step_ms: float, hooks: Hooks):
+        self.stt, self.hooks = stt, hooks
+        self.base_ms = self.step_ms = float(step_ms)
+        """The step between passes while the person speaks (`next_step`)."""
+        self.running: Job | None = None
+        self.waiting: Job | None = None
 
-    def _preview_due(self) -> bool:
-        return (len(self._audio) - self._preview_at) * FRAME_MS >= self._step_ms
+    def idle(self) -> bool:
+        return self.running is None and self.waiting is None
 
-    def _transcribe(self, kind: Literal["preview", "check", "final"], upto: int) -> None:
-        job = Job(kind, upto, self._epoch, self._uid)
-        if self._running is not None:
-            if kind == "final" and self._running.kind == "preview" and _remote(self.stt):
+    def covers(self, epoch: int, upto: int) -> bool:
+        """The running pass reads the utterance as it is (`epoch`) up to frame `upto`."""
+        job = self.running
+        return job is not None and job.epoch == epoch and job.upto >= upto
+
+    def due(self, frames_since: int) -> bool:
+        """A pass is due `frames_since` the last one began."""
+        return frames_since * FRAME_MS >= self.step_ms
+
+    def request(self, job: Job) -> None:
+        if self.running is not None:
+            if job.kind == "final" and self.running.kind == "preview" and _remote(self.stt):
                 # a speech server runs both at once: the final does not wait for a preview
                 # (at most two per utterance: what comes next waits for this final)
                 self._start(job)
                 return
             # one at a time: this waits for the running one, replacing any older waiting one
             # (a final is never queued behind a preview that would only be superseded)
-            if self._waiting is None or kind != "preview" or self._waiting.kind == "preview":
-                self._waiting = job
+            waiting = self.waiting
+            if waiting is None or job.kind != "preview" or waiting.kind == "preview":
+                self.waiting = job
             return
-        if kind == "preview" and SttGate.in_flight and not _remote(self.stt):
+        if job.kind == "preview" and SttGate.in_flight and not _remote(self.stt):
             return  # someone else's transcription is running: the next preview will do
         self._start(job)
 
     def _start(self, job: Job) -> None:
-        self._running = job
-        audio = np.concatenate(self._audio[: job.upto])
+        self.running = job
+        audio = np.concatenate(job.frames[: job.upto])
         SttGate.in_flight += 1
+        hooks = self.hooks
 
         async def run() -> None:
             text: str | None = None
             failed: str | None = None
-            heard_at = self._heard
+            heard_at = hooks.frames.heard
             try:
                 transcript = await speech_pools().transcribe(self.stt, audio)
                 text = transcript.text.strip()
                 if job.kind == "preview":
                     # the speech heard meanwhile, the wait for the pool too, on its clock
-                    took = (self._heard - heard_at) * FRAME_MS
-                    self._step_ms = next_step(self._step_ms, took, self.config.preview_every_ms)
+                    took = (hooks.frames.heard - heard_at) * FRAME_MS
+                    self.step_ms = next_step(self.step_ms, took, self.base_ms)
                 notice = getattr(self.stt, "take_notice", lambda: None)()
                 if notice:  # the embedded model stood in for a failed server: said once
-                    self._say(Heard("notice", self.count, reason=notice))
+                    hooks.notice(notice)
             except AssistantError as e:  # a speech server failing: said, never a silent hang
                 failed = str(e)
             finally:
                 SttGate.in_flight -= 1
-                mine = self._running is job  # not so for a preview a final overtook
+                mine = self.running is job  # not so for a preview a final overtook
                 if mine:
-                    self._running = None
+                    self.running = None
                 if text is not None:
-                    self._transcribed(job, text)
-                elif failed is not None and mine and self._waiting is None:
-                    self._failed(job, failed)
-                waiting = self._waiting if mine else None
+                    hooks.transcribed(job, text)
+                elif failed is not None and mine and self.waiting is None:
+                    hooks.failed(job, failed)
+                waiting = self.waiting if mine else None
                 if mine:
-                    self._waiting = None
-                if (
-                    waiting is not None
-                    and waiting.utterance == self._uid
-                    and (waiting.kind == "preview" or waiting.epoch == self._epoch)
-                ):
+                    self.waiting = None
+                if waiting is not None and hooks.current(waiting):
                     self._start(waiting)
 
-        self._spawn(run())
-
-    def _failed(self, job: Job, reason: str) -> None:
-        """A transcription failed: an utterance waiting for its words ends, with the reason
-        (a preview's failure while the person speaks waits for the next one)."""
-        if job.utterance != self._uid or not self._candidate or self._text is not None:
-            return
-        number = self.count if self._announced else self.count + 1
-        self._say(Heard("ignored", number, reason=f"speech recognition failed: {reason}"))
-        self._reset()
-        self._close_window()
-
-    async def _cancel_tasks(self) -> None:
-        tasks = list(self._tasks)
-        for task in tasks:
-            task.cancel()
-        for task in tasks:
-            with contextlib.suppress(BaseException):
-                await task
-
-    def _spawn(self, coro: Any) -> None:
-        task = asyncio.ensure_future(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        hooks.spawn(run())
