@@ -23,6 +23,7 @@ import struct
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from assistant.call.echo import Playout
 from assistant.call.hearing import Heard
 from assistant.call.listener import Listener
 from assistant.call.messages import shown
@@ -69,10 +70,13 @@ class Call:
         """Ends the call with a reason the page is told (the socket's; None: nothing to end)."""
         self.turn: VoiceTurn | None = None
         self.state = Phase.LISTENING
-        self._playing_until = 0.0
+        self._playout = Playout(self._played_out)
+        """Until the reply's audio has played out on the page: the echo guard stays on, and a
+        turn is not the conversation's until then."""
         self._recent: dict[int, VoiceTurn] = {}
         """The last turns that spoke: the page may report playback after one ended (a barge-in)."""
-        self._echo_task: asyncio.Task[None] | None = None
+        self._told: set[asyncio.Task[None]] = set()
+        """The table hearing that the audio played out (from `Playout`'s timer)."""
         self._hearing = asyncio.Lock()
         """What was heard is handled in order, one at a time (the socket's reader and the
         listener's background work both deliver)."""
@@ -148,8 +152,7 @@ class Call:
     def _view(self) -> CallState:
         """What the table reads: the phase, the current turn, whether its audio still plays."""
         view = self.turn.view() if self.turn is not None else None
-        playing = self._playing_until > now_ms()
-        return CallState(Phase(self.state), view, playing, self._aside)
+        return CallState(Phase(self.state), view, self._playout.playing(), self._aside)
 
     async def barge_in(self) -> None:
         """Stop the reply (the person speaking over it) through its session; a committed turn
@@ -339,16 +342,9 @@ class Call:
         await turn.committed.wait()
         if turn.heard is not None:  # typed: nothing to go on with, only its audio to play out
             await turn.kept.wait()
+        await self._playout.ended.wait()
         if turn.discard or self.turn is not turn:
             raise asyncio.CancelledError  # superseded while it ran: never stored
-        await self._played_out(turn)
-
-    async def _played_out(self, turn: VoiceTurn) -> None:
-        # a deadline that moves as audio is sent: re-read after each sleep
-        while (left := self._playing_until - now_ms()) > 0:
-            await asyncio.sleep(left / 1000)
-            if turn.discard or self.turn is not turn:
-                raise asyncio.CancelledError
 
     async def _send(self, turn: VoiceTurn, event: TurnEvent) -> None:
         if event.kind == "content":
@@ -370,8 +366,7 @@ class Call:
                 del self._recent[next(iter(self._recent))]
             # the echo guard: what is being said, until its audio has played out
             self.listener.playing(turn.reply or chunk.text)
-            self._playing_until = turn.first_audio_at + turn.audio_ms + PLAYBACK_SLACK_MS
-            self._arm_echo_off()
+            self._playout.until(turn.first_audio_at + turn.audio_ms + PLAYBACK_SLACK_MS)
         elif event.kind == "error":
             await self.send_json(
                 {"kind": "reply", "utterance": turn.utterance, "text": f"⚠️ {event.text}"}
@@ -389,21 +384,15 @@ class Call:
                 await turn.session.heard(playback, turn.heard_of(turn.reply))
         elif turn is self.turn and report.played_ms >= turn.audio_ms - 50:
             # all it was sent has played: the echo guard is off now, not at an estimate
-            self._playing_until = min(self._playing_until, now_ms())
-            self._arm_echo_off()
+            self._playout.until(now_ms())
 
-    def _arm_echo_off(self) -> None:
-        if self._echo_task is not None:
-            self._echo_task.cancel()
-
-        async def off() -> None:
-            # a deadline that moves as more audio is sent: re-read after each sleep
-            while (left := self._playing_until - now_ms()) > 0:  # noqa: ASYNC110
-                await asyncio.sleep(left / 1000)
-            self.listener.playing(None)
-            await self._apply(Event("played_out"))
-
-        self._echo_task = asyncio.create_task(off(), name="echo-off")
+    def _played_out(self) -> None:
+        """The reply's audio has played out (`Playout`'s timer): the echo guard is off, and the
+        table hears it."""
+        self.listener.playing(None)
+        task = asyncio.create_task(self._apply(Event("played_out")), name="played-out")
+        self._told.add(task)
+        task.add_done_callback(self._told.discard)
 
     async def _state(self, state: str) -> None:
         self.changed.set()  # also when it stays: a turn may have ended in it
@@ -412,5 +401,7 @@ class Call:
             await self.send_json({"kind": "state", "state": state})
 
     async def close(self) -> None:
-        await cancel_all([t for t in (self._notice_task, self._echo_task) if t is not None])
+        self._playout.cancel()
+        notices = [self._notice_task] if self._notice_task is not None else []
+        await cancel_all([*notices, *self._told])
         await self._cancel(discard=False)
