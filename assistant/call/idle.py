@@ -3,7 +3,7 @@
 People on a call think, read the screen, look something up: silence alone ends a call only
 after `Settings.call_idle_s` (minutes), and the page is told some time before (`warn_at`), so
 a word keeps it. What the old 15 s bound was for is kept otherwise: a socket that sends nothing,
-junk audio, or audio faster than real time still ends a call at once (`web.call`), and when
+junk audio, or audio faster than real time still ends a call at once (`call.line`), and when
 every call place is taken a new call may take the place of the call quiet the longest
 (`calls.Calls.make_room`, at least `YIELD_AFTER_S` quiet), which is told why.
 
