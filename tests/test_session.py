@@ -6,6 +6,7 @@ events are real ones, and jfk.flac goes through the real listener at real time."
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import struct
 
 import numpy as np
@@ -112,6 +113,14 @@ def session(turns, page, lane="chat", listener=None):
     )  # fmt: skip
 
 
+async def _ended(s) -> None:
+    """Until every turn the call ran has ended, its last messages sent (each turn is a task its
+    conversation's session keeps): an event to wait for, not a time."""
+    session = s.session()
+    while session._turns:
+        await asyncio.gather(*list(session._turns), return_exceptions=True)
+
+
 def heard(kind, n=1, text="what time is it", **kw):
     return Heard(kind, n, text, last_word_ms=now_ms(), **kw)
 
@@ -128,8 +137,7 @@ def test_a_reply_prepared_at_the_candidate_is_held_until_the_commit():
         assert "reply" not in page.kinds()  # held: nothing of it reached the page
         await s.hear(heard("final", endpoint_ms=300.0, stt_ms=0.0))
         await s.hear(heard("closed"))  # the window for going on passed: the turn is kept
-        await s.turn.task if s.turn else None
-        await asyncio.sleep(0.05)
+        await _ended(s)
         return turns, page
 
     turns, page = asyncio.run(run())
@@ -235,6 +243,41 @@ def test_a_prepared_turn_is_routed_once_and_carries_its_decision_into_the_turn()
     assert turns.decisions == [RouteDecision("chat", "test")]
 
 
+def test_waiting_for_the_call_to_settle_waits_for_a_turn_still_being_routed():
+    # A candidate's reply is not the call's `turn` until it is routed; the live bench asked
+    # "no turn now?" after the last audio and, on a busy machine, cut such a turn off and
+    # counted it lost. `settled` waits for what the listener said to be handled instead.
+    class SlowRoute(Turns):
+        def __init__(self):
+            super().__init__()
+            self.asked, self.may_route = asyncio.Event(), asyncio.Event()
+
+        async def route(self, text, conversation_id):
+            self.asked.set()
+            await self.may_route.wait()
+            return await super().route(text, conversation_id)
+
+    async def run():
+        turns, page = SlowRoute(), Page()
+        s = session(turns, page)
+        candidate = dataclasses.replace(heard("candidate"), seq=1)
+        hearing = asyncio.create_task(s.hear(candidate))
+        settled = asyncio.create_task(s.settled(1))
+        await turns.asked.wait()  # the candidate is being routed: no turn of the call yet
+        await asyncio.sleep(0)  # `settled` runs (the old wait ended here, on "no turn")
+        early = settled.done()
+        turns.may_route.set()
+        await hearing
+        await s.hear(dataclasses.replace(heard("final", endpoint_ms=300.0), seq=2))
+        await s.hear(dataclasses.replace(heard("closed"), seq=3))
+        await s.settled(3)
+        await settled
+        return early, turns
+
+    early, turns = asyncio.run(run())
+    assert not early and turns.stored == [("what time is it", "done")]
+
+
 def test_deep_work_is_never_started_before_the_commit():
     async def run():
         turns, page = Turns(), Page()
@@ -304,8 +347,7 @@ def test_jfk_at_real_time_is_one_turn():
                 await s.feed(pcm[i : i + 3200], now_ms())
             for h in await listener.settle():
                 await s.hear(h)
-            while s.turn is not None:
-                await asyncio.sleep(0.05)
+            await s.settled(listener.out.said)  # all it heard handled, every turn ended
         finally:
             hearing.cancel()
             await s.close()
@@ -330,8 +372,7 @@ def test_a_question_typed_during_the_call_is_answered_in_it_and_stops_the_reply_
         while not page.audio:  # the story is being told
             await asyncio.sleep(0.01)
         await s.say("what time is it?")  # typed on the page while the story is told
-        await s.turn.task if s.turn else None
-        await asyncio.sleep(0.05)
+        await _ended(s)
         return turns, page, s
 
     turns, page, s = asyncio.run(run())
@@ -509,8 +550,7 @@ def test_a_reply_stopped_while_it_plays_is_kept_as_what_the_page_played():
             await asyncio.sleep(0.01)
         guarded = s.listener.text is not None
         await s.played(Played(1, 1000.0, interrupted=False))  # all of it played
-        await asyncio.sleep(0.05)
-        return guarded, s.listener.text
+        return guarded, s.listener.text  # the guard is off as the report is handled
 
     guarded, after = asyncio.run(played_out())
     assert guarded and after is None  # off at the report, not a second and more later
@@ -562,8 +602,7 @@ def test_jfk_through_a_stalled_event_loop_is_the_same_one_turn():
                 await asyncio.sleep(0.02)
             for h in await listener.settle():
                 await s.hear(h)
-            while s.turn is not None:
-                await asyncio.sleep(0.05)
+            await s.settled(listener.out.said)  # all it heard handled, every turn ended
         finally:
             stop.set()
             await stalling

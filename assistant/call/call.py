@@ -89,6 +89,9 @@ class Call:
         self.changed = asyncio.Event()
         """The state or the turn changed (notices, `idle.watch`); cleared by a waiter."""
         self._aside: int | None = None  # the utterance taken as a backchannel
+        self.heard_seq = 0
+        """The listener's number (`Heard.seq`) of the last thing it said that the call has
+        handled, its turn started if it starts one."""
 
     async def run(self) -> None:
         while True:
@@ -103,6 +106,16 @@ class Call:
         async with self._hearing:
             voiced = heard.audio_s if heard.kind == "speech" else None
             await self._apply(Event(heard.kind, heard.utterance, heard.text, voiced), heard)
+            self.heard_seq = max(self.heard_seq, heard.seq)
+            self.changed.set()
+
+    async def settled(self, said: int) -> None:
+        """Until the call has handled all its listener `said` (`Outbox.said`) and no turn of it
+        runs: what a bench or a test waits for after the last audio. (A turn being prepared
+        is not the call's `turn` until it is routed: "no turn" alone can come too early.)"""
+        while self.heard_seq < said or self.turn is not None:
+            self.changed.clear()
+            await self.changed.wait()
 
     async def _apply(self, event: Event, heard: Heard | None = None, source: str = "") -> None:
         """One row of the turn-taking table (`assistant.call.turn_taking`), carried out."""

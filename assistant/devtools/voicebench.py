@@ -108,8 +108,9 @@ async def _live(rt: Any, stt: Any, tts: Any, path: Path) -> list[dict[str, float
             await session.feed(pcm[i : i + step], now_ms())
         for heard in await listener.settle():
             await session.hear(heard)
-        while session.turn is not None:
-            await asyncio.sleep(0.05)
+        # every turn it heard answered and ended: an event, not "no turn now" (a turn being
+        # routed is none yet, and was cut off here as lost on a busy machine)
+        await session.settled(listener.out.said)
         return done
     finally:
         hearing.cancel()
