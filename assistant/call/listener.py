@@ -399,7 +399,8 @@ class Listener:
         if self._announced and text and text != self._shown:
             self._shown = text
             self.out.say(Heard("partial", self.count, text))
-        if self._candidate and covers_tail and job.epoch == self._epoch and self._text is None:
+        final = covers_tail and job.epoch == self._epoch and self.transcriber.whole(job)
+        if self._candidate and final and self._text is None:
             self._text, self._text_upto = text, job.upto
             self._finish()
         elif self._candidate and self._text is None and self.transcriber.idle():

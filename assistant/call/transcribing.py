@@ -110,9 +110,19 @@ class Transcriber:
         return self.running is None and self.waiting is None
 
     def covers(self, epoch: int, upto: int) -> bool:
-        """The running pass reads the utterance as it is (`epoch`) up to frame `upto`."""
+        """The running pass reads the utterance as it is (`epoch`) up to frame `upto`, and
+        its words may be the final's."""
         job = self.running
-        return job is not None and job.epoch == epoch and job.upto >= upto
+        return job is not None and job.epoch == epoch and job.upto >= upto and self.whole(job)
+
+    def whole(self, job: Job) -> bool:
+        """`job` reads the whole Whisper window: a preview reads one fitted to its audio where
+        the model can (a third of the CPU), so its words are shown, never kept as the final."""
+        return job.kind != "preview" or not self._fitted
+
+    @property
+    def _fitted(self) -> bool:
+        return bool(getattr(self.stt, "fitted_windows", False))
 
     def due(self, frames_since: int) -> bool:
         """A pass is due `frames_since` the last one began."""
@@ -145,8 +155,9 @@ class Transcriber:
             text: str | None = None
             failed: str | None = None
             heard_at = hooks.frames.heard
+            options = {"fitted": True} if not self.whole(job) else {}
             try:
-                transcript = await speech_pools().transcribe(self.stt, audio)
+                transcript = await speech_pools().transcribe(self.stt, audio, **options)
                 text = transcript.text.strip()
                 if job.kind == "preview":
                     # the speech heard meanwhile, the wait for the pool too, on its clock
