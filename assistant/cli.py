@@ -199,6 +199,8 @@ def cmd_bench(args: argparse.Namespace, settings: Settings) -> int:
         busy=args.busy,
         deep=args.deep,
         engine_cpus=args.engine_cpus,
+        deep_caps=args.deep_caps,
+        policies=args.policies,
     )
 
 
@@ -309,6 +311,20 @@ def parser() -> argparse.ArgumentParser:
         metavar="LIST|shared",
         help="qos --vllm: the engine's cores (default all but the first, where there are two "
         "or more; the bench, app and worker get the rest); shared: every process on every core",
+    )
+    s.add_argument(
+        "--deep-caps",
+        default=None,
+        metavar="LIST",
+        help="qos --vllm: instead, a sweep of the deep lane's cap (e.g. 1,2,3) on --max-num-seqs "
+        "4 beside the lanes-off run: deep throughput and chat p95/p99 per cap; each row is a "
+        "JSON line on stdout as it ends, each at most 4 minutes, the table at most 25",
+    )
+    s.add_argument(
+        "--policies",
+        default="fcfs,priority",
+        metavar="LIST",
+        help="qos --vllm --deep-caps: vLLM's scheduling policies to run (fcfs, priority)",
     )
     s.add_argument(
         "--scale",

@@ -104,6 +104,7 @@ async def _checks(rt: Runtime) -> list[Check]:
         if first is None:
             checks.append(_latency_check(None, None, None))
             checks.append(Check("other checks", None, SATURATED))
+            checks.append(sequences_check(rt, None))
             return checks
         plain_probe = await _timed(engine, probe_lane, ask, thinking=False)
         think = await _timed(engine, think_lane, ask, thinking=True)
@@ -111,7 +112,8 @@ async def _checks(rt: Runtime) -> list[Check]:
         think_ms, thought = think.total_ms, think.reply
         checks.append(_batching_check(engine, think, think_lane.stream_interval))
         checks.append(await _tools_check(engine, ask, probe_lane))
-        checks.append(await _priority_check(rt))
+        priority, seen = await _priority_check(rt)
+        checks += [priority, sequences_check(rt, seen)]
     except AssistantError as e:
         checks.append(Check("requests", False, str(e)))
         return checks
@@ -181,7 +183,9 @@ async def _tools_check(engine: Engine, ask: list[Message], lane) -> Check:
     )
 
 
-async def _priority_check(rt: Runtime) -> Check:
+async def _priority_check(rt: Runtime) -> tuple[Check, int | None]:
+    """The priority check, and how many sequences the engine ran when its probe made one wait
+    (None where it did not fill the engine)."""
     engine = rt.engine
     if not engine.profile.priority:
         return Check(
@@ -189,7 +193,7 @@ async def _priority_check(rt: Runtime) -> Check:
             None,
             f"{engine.kind} has no request priority (FIFO); "
             "the app's lane scheduler keeps chat first",
-        )
+        ), None
     headers = {"Authorization": f"Bearer {rt.settings.api_key}"} if rt.settings.api_key else {}
     async with httpx.AsyncClient(base_url=rt.base_url, headers=headers) as client:
         for attempt in range(PRIORITY_TRIES):
@@ -203,7 +207,54 @@ async def _priority_check(rt: Runtime) -> Check:
                 break
             # a stall or a moving queue is not an answer: look once more before saying so
             log.info("priority probe inconclusive (%s); try %d", found.detail, attempt + 2)
-    return Check("priority", found.honoured, found.detail)
+    return Check("priority", found.honoured, found.detail), found.sequences
+
+
+ENGINE_NAMES = {"vllm": "vLLM", "llamacpp": "llama.cpp"}
+CAP_SETTING = "ASSISTANT_DEEP_MAX_IN_FLIGHT"
+
+
+def sequences_check(rt: Runtime, seen: int | None) -> Check:
+    """How many sequences the engine runs at once (seen by the priority probe, or reported by
+    the engine: llama.cpp's `/props`), and the deep cap the app uses beside it: all but one
+    keeps a sequence for chat, since vLLM does not preempt at `max_num_seqs`."""
+    cap = rt.scheduler.deep_max
+    source = (
+        f"{CAP_SETTING}={rt.settings.deep_max_in_flight}"
+        if rt.settings.deep_max_in_flight
+        else "the default"
+    )
+    engine = ENGINE_NAMES.get(rt.engine.kind, "the engine")
+    n = seen or rt.info.slots
+    if n is None:
+        return Check(
+            "deep lane",
+            None,
+            f"{engine} does not say how many sequences it runs at once; the deep lane may use "
+            f"{cap} ({source}; set {CAP_SETTING} to the engine's sequences minus one)",
+        )
+    how = "" if seen else " (as it reports)"
+    plural = "s" if n != 1 else ""
+    found = f"{engine} runs {n} sequence{plural} at once{how}; the deep lane may use {cap}"
+    best = max(1, n - 1)
+    if cap == best:
+        keeps = "one is always free for chat" if n > 1 else "a chat turn preempts it"
+        return Check("deep lane", True, f"{found} ({source}), so {keeps}")
+    if cap < best:
+        return Check(
+            "deep lane", True, f"{found} ({source}; set {CAP_SETTING}={best} to use all but one)"
+        )
+    waits = (
+        "a chat turn stops a deep request to start"
+        if rt.scheduler.slots
+        else "a chat turn can wait behind deep requests at the engine (vLLM does not preempt "
+        "at max_num_seqs)"
+    )
+    return Check(
+        "deep lane",
+        None if rt.scheduler.slots else False,  # stopping deep work for chat is no failure
+        f"{found} ({source}), so {waits}; set {CAP_SETTING}={best} to keep one for chat",
+    )
 
 
 def _latency_check(plain_ms: float | None, ttft: float | None, think_ms: float | None) -> Check:

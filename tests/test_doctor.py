@@ -76,6 +76,28 @@ def test_doctor_on_vllm_without_priority_policy(tmp_path):
     assert checks["prefix cache"]["ok"] is True
     assert checks["batched deep chunks"]["ok"] is True
     assert "stream_interval 16 accepted" in checks["batched deep chunks"]["detail"]
+    # the priority probe filled the simulator's 4 sequences: the doctor says so beside the cap
+    assert checks["deep lane"] == {
+        "name": "deep lane",
+        "ok": True,
+        "detail": "vLLM runs 4 sequences at once; the deep lane may use 2 (the default; "
+        "set ASSISTANT_DEEP_MAX_IN_FLIGHT=3 to use all but one)",
+    }
+
+
+def test_doctor_on_llamacpp_reads_its_slots_and_the_cap_follows(tmp_path):
+    with run_simengine("--token-ms", "1", "--kind", "llamacpp", "--slots", "3") as url:
+        checks = _checks(run(["doctor", "--json"], tmp_path, url))
+        capped = _checks(run(["doctor", "--json"], tmp_path, url, ASSISTANT_DEEP_MAX_IN_FLIGHT="3"))
+    assert checks["deep lane"]["ok"] is True
+    assert checks["deep lane"]["detail"] == (
+        "llama.cpp runs 3 sequences at once (as it reports); the deep lane may use 2 "
+        "(the default), so one is always free for chat"
+    )
+    assert capped["deep lane"]["ok"] is None  # the app stops a deep request for chat
+    assert (
+        "set ASSISTANT_DEEP_MAX_IN_FLIGHT=2 to keep one for chat" in (capped["deep lane"]["detail"])
+    )
 
 
 def test_doctor_with_priority_policy(tmp_path):

@@ -50,7 +50,7 @@ def test_the_doctor_looks_again_when_the_probe_could_not_tell_for_a_passing_reas
 
     outcomes = [
         Ordering(None, "cannot confirm: a probe request failed (ConnectTimeout)", settled=False),
-        Ordering(True, "a priority-0 request overtook 2 queued priority-10 ones", 2),
+        Ordering(True, "a priority-0 request overtook 2 queued priority-10 ones", 2, sequences=3),
     ]
     runs = []
 
@@ -69,11 +69,12 @@ def test_the_doctor_looks_again_when_the_probe_could_not_tell_for_a_passing_reas
     rt = SimpleNamespace(
         engine=engine, settings=SimpleNamespace(api_key=None), base_url="http://engine/v1"
     )
-    check = asyncio.run(doctor._priority_check(rt))
+    check, seen = asyncio.run(doctor._priority_check(rt))
     assert (check.ok, len(runs)) == (True, 2) and "overtook" in check.detail
+    assert seen == 3  # the sequences it filled, for the doctor's "deep lane" check
 
     # a reason that stays (no /metrics) is said at once, without a second run
     outcomes[0] = Ordering(None, "cannot confirm: the engine serves no /metrics")
     runs.clear()
-    check = asyncio.run(doctor._priority_check(rt))
-    assert (check.ok, len(runs)) == (None, 1)
+    check, seen = asyncio.run(doctor._priority_check(rt))
+    assert (check.ok, len(runs), seen) == (None, 1, None)

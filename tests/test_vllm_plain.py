@@ -80,6 +80,11 @@ def test_doctor_says_what_the_plain_server_lacks(server, tmp_path):
     assert checks["thinking off"]["ok"] is True
     assert checks["latency"]["ok"] is True, checks["latency"]
     assert checks["prefix cache"]["ok"] is True  # on by default in vLLM 0.32
+    # vLLM says its --max-num-seqs nowhere the app reads without dev mode: the probe counted them
+    assert checks["deep lane"]["detail"].startswith(
+        "vLLM runs 4 sequences at once; the deep lane may use 2 (the default; "
+        "set ASSISTANT_DEEP_MAX_IN_FLIGHT=3"
+    ), checks["deep lane"]
 
 
 def test_doctor_latency_fails_when_chat_waits_behind_full_sequences(server, tmp_path):

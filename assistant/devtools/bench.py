@@ -27,16 +27,23 @@ def run_bench(
     busy: bool = False,
     deep: int = 0,
     engine_cpus: str | None = None,
+    deep_caps: str | None = None,
+    policies: str = "fcfs,priority",
 ) -> int:
     from assistant.devtools.busy import busy_core
 
     if engine_cpus is not None and not (which == "qos" and vllm):
         raise BadInput("--engine-cpus is for bench qos --vllm")
+    if deep_caps is not None and not (which == "qos" and vllm):
+        raise BadInput("--deep-caps is for bench qos --vllm")
     with busy_core(busy) as machine:
-        result = _run(
-            which, settings, rounds, live, vllm, api, soak, audio_dir, scale, calls, deep,
-            engine_cpus,
-        )  # fmt: skip
+        if deep_caps is not None:
+            result = _caps(settings, rounds, engine_cpus, deep_caps, policies)
+        else:
+            result = _run(
+                which, settings, rounds, live, vllm, api, soak, audio_dir, scale, calls, deep,
+                engine_cpus,
+            )  # fmt: skip
     if busy:
         result["machine"] = machine
     if as_json:
@@ -45,6 +52,22 @@ def run_bench(
         print(json.dumps(result, indent=2))
         print("\n".join(result.get("summary", [])))
     return 0
+
+
+def _caps(
+    settings: Settings, rounds: int | None, engine_cpus: str | None, caps: str, policies: str
+) -> dict:
+    from assistant.devtools.qoscaps import POLICIES, bench_qos_caps, parse_caps
+
+    chosen = tuple(p.strip() for p in policies.split(",") if p.strip())
+    if not chosen or any(p not in POLICIES for p in chosen):
+        raise BadInput(f"--policies: some of {', '.join(POLICIES)}")
+
+    def emit(row: dict) -> None:  # each row as it ends: a stopped sweep keeps what it made
+        sys.stdout.write(json.dumps(row) + "\n")
+        sys.stdout.flush()
+
+    return bench_qos_caps(settings, rounds, engine_cpus, parse_caps(caps), chosen, emit)
 
 
 def _run(

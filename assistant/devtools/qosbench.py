@@ -142,18 +142,26 @@ async def _jobs_served(
 
 
 async def _saturated(
-    rt: Any, rounds: int, gap_s: float, deep_streams: int, worker: str, lanes: bool
+    rt: Any,
+    rounds: int,
+    gap_s: float,
+    deep_streams: int,
+    worker: str,
+    lanes: bool,
+    deep_max: int | None = None,
 ) -> tuple[Condition, dict]:
     """Chat samples while `deep_streams` deep jobs keep the engine busy; and the deep work's
-    total time with those interruptions."""
+    total time with those interruptions. `deep_max`: the deep cap with the lanes on (None: the
+    runtime's)."""
     jobs = [rt.jobs.submit("bench", f"Write a long essay, part {i}.") for i in range(deep_streams)]
     start = time.perf_counter()
-    deep_max = None if lanes else deep_streams
+    deep_max = deep_max if lanes else deep_streams
     async with _jobs_served(rt, worker, lanes=lanes, deep_max=deep_max) as worker_pid:
         # where the worker really runs, from the kernel (`bench qos --vllm` pins processes)
         worker_cpus = cpus_allowed(worker_pid) if worker_pid is not None else None
         while rt.scheduler.depth()["deep_running"] == 0:
             await asyncio.sleep(0.05)
+        deep_began = time.perf_counter()  # the worker's start-up is not deep work
         await asyncio.sleep(0.5)
         measured = time.monotonic()
         pids = {"app": os.getpid()} | ({"worker": worker_pid} if worker_pid else {})
@@ -168,10 +176,13 @@ async def _saturated(
         while any(rt.store.job(j.id).state in ("queued", "running") for j in jobs):
             await asyncio.sleep(0.1)
         elapsed = time.perf_counter() - start
+        deep_run = time.perf_counter() - deep_began
     finished = [rt.store.job(j.id) for j in jobs]
     return samples, {
         "samples_with_deep_running": sum(busy),
         "deep_total_s": round(elapsed, 2),
+        "deep_run_s": round(deep_run, 2),
+        "deep_tokens": sum(j.reasoning_tokens + j.answer_tokens for j in finished),
         "deep_states": sorted({j.state for j in finished}),
         "deep_errors": sorted({j.error for j in finished if j.error}),
         "loop_lag": lag,

@@ -51,6 +51,10 @@ class VllmMissing(RuntimeError):
     """vLLM for CPU is not installed (run scripts/setup_vllm.sh)."""
 
 
+class VllmStartFailed(RuntimeError):
+    """`vllm serve` exited or did not answer in time (its log's tail in the message)."""
+
+
 def vllm_python() -> Path:
     path = Path(os.environ.get("ASSISTANT_VLLM_PYTHON", ROOT / ".venv-vllm" / "bin" / "python"))
     if not path.exists():
@@ -107,9 +111,11 @@ def run_vllm(
     extra: list[str] | tuple[str, ...] = (),
     max_model_len: int = MAX_MODEL_LEN,
     cpus: frozenset[int] | None = None,
+    start_timeout_s: float = START_TIMEOUT_S,
 ) -> Iterator[VllmServer]:
     """Start `vllm serve` on the tiny model with `flags`; stop it (and its workers) after.
-    `cpus`: the cores it (and every process it starts) may run on; None: wherever this one may."""
+    `cpus`: the cores it (and every process it starts) may run on; None: wherever this one may.
+    Raises VllmStartFailed when it exits or does not answer within `start_timeout_s`."""
     python = vllm_python()
     model = tiny_model()
     scratch.mkdir(parents=True, exist_ok=True)
@@ -171,25 +177,25 @@ def run_vllm(
         )
     server = VllmServer(f"http://127.0.0.1:{port}/v1", proc, log_path, list(flags))
     try:
-        _wait_ready(server)
+        _wait_ready(server, start_timeout_s)
         yield server
     finally:
         # vLLM runs its engine core as a child; it can take a while to let go of its memory
         stop_group(proc, grace_s=30.0)
 
 
-def _wait_ready(server: VllmServer) -> None:
-    deadline = time.monotonic() + START_TIMEOUT_S
+def _wait_ready(server: VllmServer, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if server.proc.poll() is not None:
-            raise RuntimeError(
+            raise VllmStartFailed(
                 f"vllm serve exited with code {server.proc.returncode}:\n{server.log_tail()}"
             )
         with contextlib.suppress(httpx.HTTPError):
             if httpx.get(server.url + "/models", timeout=2.0).status_code == 200:
                 return
         time.sleep(1.0)
-    raise RuntimeError(f"vllm serve did not start in {START_TIMEOUT_S:.0f}s:\n{server.log_tail()}")
+    raise VllmStartFailed(f"vllm serve did not start in {timeout_s:.0f} s:\n{server.log_tail()}")
 
 
 def main(argv: list[str] | None = None) -> None:

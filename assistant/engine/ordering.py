@@ -56,6 +56,9 @@ class Ordering:
     settled: bool = True
     """False: it could not tell because an observation failed or the queue moved (a busy or
     stalling engine), so another run may tell; True: a verdict, or a reason that stays."""
+    sequences: int | None = None
+    """How many requests the engine ran at once when one had to wait (its `max_num_seqs`,
+    where its KV memory does not run out first); None: the probe did not fill it."""
 
 
 @dataclass
@@ -88,10 +91,14 @@ class PriorityProbe:
         self.streams: list[_Stream] = []
         self.base: float | None = None
         """Requests the engine ran or queued before the probe (other users', or none)."""
+        self.sequences: int | None = None
+        """The engine's running requests, read from `/metrics`, when the first one waited."""
 
     async def run(self) -> Ordering:
         try:
-            return await self._run()
+            found = await self._run()
+            found.sequences = self.sequences
+            return found
         finally:
             for s in self.streams:
                 if s.task is not None:
@@ -164,6 +171,7 @@ class PriorityProbe:
                     settled=False,
                 )
             if (seen.waiting or 0) >= 1:
+                self.sequences = int(seen.running) if seen.running else None
                 break
         running = len(fillers) - 1
         # the last filler waits; it is not streamed, so its admission could not be seen:
