@@ -130,11 +130,14 @@ class Transcriber:
 
     def request(self, job: Job) -> None:
         if self.running is not None:
-            if job.kind == "final" and self.running.kind == "preview" and _remote(self.stt):
-                # a speech server runs both at once: the final does not wait for a preview
-                # (at most two per utterance: what comes next waits for this final)
-                self._start(job)
-                return
+            ahead = self.running
+            if job.kind == "final" and ahead.kind == "preview":
+                if _remote(self.stt) or not self.whole(ahead):
+                    # a speech server runs both at once, and a fitted preview's words are only
+                    # shown: the final does not wait for it (at most two per utterance: what
+                    # comes next waits for this final)
+                    self._start(job)
+                    return
             # one at a time: this waits for the running one, replacing any older waiting one
             # (a final is never queued behind a preview that would only be superseded)
             waiting = self.waiting

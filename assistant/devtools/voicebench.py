@@ -167,6 +167,7 @@ def bench_voice(
     live_stage: dict[str, list[float]] = {k: [] for k in TIMING_KEYS}
     no_audio = {"pipelined": 0, "sequential": 0, "live": 0}
     live_turns: list[int] = []  # turns stored per recording played (one each is right)
+    live_names: list[str] = []
     first_turn: list[float] = []
 
     async def run_all(rt: Any) -> None:
@@ -195,6 +196,7 @@ def bench_voice(
                 if live:
                     heard = await _live(rt, stt, tts, path)
                     live_turns.append(len(heard))
+                    live_names.append(path.name)
                     for timings in heard:
                         if not timings.get("first_audio"):
                             no_audio["live"] += 1
@@ -219,10 +221,12 @@ def bench_voice(
         "push_to_talk": _stages(per_stage),
         "push_to_talk_first_audio": _stages({"pipelined": pipe_first, "sequential": seq_first}),
         "turns_without_audio": no_audio,
-    } | (_live_report(live_stage, live_turns) if live else {})
+    } | (_live_report(live_stage, live_turns, live_names) if live else {})
 
 
-def _live_report(per_stage: dict[str, list[float]], turns: list[int]) -> dict[str, Any]:
+def _live_report(
+    per_stage: dict[str, list[float]], turns: list[int], names: list[str]
+) -> dict[str, Any]:
     first = per_stage.get("first_audio", [])
     p50 = percentile(first, 0.5) if first else None
     p95 = percentile(first, 0.95) if first else None
@@ -239,6 +243,8 @@ def _live_report(per_stage: dict[str, list[float]], turns: list[int]) -> dict[st
         "live_recordings_played": played,
         "live_false_cutoff_share": round(sum(t > 1 for t in turns) / played, 3) if played else None,
         "live_lost_share": round(sum(t == 0 for t in turns) / played, 3) if played else None,
+        # which recording was cut or lost, in the order played
+        "live_turns_by_recording": [[n, t] for n, t in zip(names, turns, strict=True)],
         "live_target_ms": {"p50": LIVE_TARGET_P50_MS, "p95": LIVE_TARGET_P95_MS},
         "live_target_met": p50 is not None
         and p95 is not None
