@@ -224,16 +224,26 @@ def test_voice_settings_are_remembered_per_login(ann, app):
     ann.get_by_label("Speak replies").uncheck()
     expect(ann.locator("#reply-audio")).to_be_hidden()  # no player when nothing is spoken
 
+    stored: list[dict] = [{}]  # the last read, for a failure to say what was saved instead
+
     def saved(rate: float, speak: bool) -> bool:
         store = Store(app.data_dir / "assistant.db")
         try:
             prefs = store.prefs("ann")
         finally:
             store.close()
+        stored[0] = prefs
         return prefs.get("rate") == rate and prefs.get("speak") is speak
 
+    def shown() -> str:
+        box = ann.get_by_label("Speak replies").is_checked()
+        return f"stored {stored[0]}, shown rate {rate.input_value()} and speak {box}"
+
     # before the page is reloaded
-    wait_until(lambda: saved(1.5, False), 60, "ann's rate and speech choice saved")
+    try:
+        wait_until(lambda: saved(1.5, False), 60, "ann's rate and speech choice saved")
+    except AssertionError as e:  # an intermittent miss in CI: say what was saved and shown
+        raise AssertionError(f"{e}: {shown()}") from e
     ann.reload()
     ann.get_by_text("Voice settings").click()
     expect(ann.get_by_label("Speak replies")).not_to_be_checked()
@@ -257,7 +267,10 @@ def test_voice_settings_are_remembered_per_login(ann, app):
     rate.fill("1.2")
     rate.press("Tab")
     expect(box).to_be_checked()
-    wait_until(lambda: saved(1.2, True), 60, "ann's last rate and speech choice saved")
+    try:
+        wait_until(lambda: saved(1.2, True), 60, "ann's last rate and speech choice saved")
+    except AssertionError as e:
+        raise AssertionError(f"{e}: {shown()}") from e
 
 
 def test_at_phone_width_the_conversation_comes_first(browser, app, tmp_path):
