@@ -171,9 +171,9 @@ def test_voice_settings_stay_disabled_until_the_logins_own_values_are_loaded(con
     assert player.visible is False
 
 
-def test_the_voice_settings_are_saved_together_as_the_page_shows_them(convs):
-    # one save of all three on a change to any: a change whose own event was lost is saved by
-    # the next (the page runs these one at a time, the newest last: the browser test)
+def test_each_voice_setting_is_saved_alone_as_its_control_shows_it(convs):
+    # a save of all three on a change to any could carry another control's value from before
+    # its change landed: CI saw the untick hide the player while the store kept the old values
     import gradio as gr
     import pytest
 
@@ -181,30 +181,36 @@ def test_the_voice_settings_are_saved_together_as_the_page_shows_them(convs):
     from assistant.web.page.conversations_panel import VoiceSettings
 
     voices = VoiceSettings(convs, Settings())
-    player = voices.save(None, 1.5, False, None, None)
+    assert voices.save("rate", 1.5, None, None) is None
+    player = voices.save("speak", False, None, None)
     assert convs.prefs("local") == {"rate": 1.5, "speak": False}
     assert player.visible is False
-    voices.save(None, 9.0, True, None, None)  # out of range: held to the slider's bounds
-    assert convs.prefs("local") == {"rate": 2.0, "speak": True}  # the default voice: not stored
+    voices.save("rate", 9.0, None, None)  # out of range: held to the slider's bounds
+    assert convs.prefs("local") == {"rate": 2.0, "speak": False}  # speak untouched by the rate
     with pytest.raises(gr.Error):
-        voices.save("no-such-voice", 1.0, True, None, None)
-    assert convs.prefs("local") == {"rate": 2.0, "speak": True}  # refused: nothing changed
+        voices.save("voice", "no-such-voice", None, None)
+    assert convs.prefs("local") == {"rate": 2.0, "speak": False}  # refused: nothing changed
+    voices.save("voice", None, None, None)  # the default voice: not stored
+    assert convs.prefs("local") == {"rate": 2.0, "speak": False}
+    assert voices.save("speak", True, None, None).visible is True
 
 
-def test_a_voice_save_that_lands_after_a_newer_one_from_its_page_is_dropped(convs):
+def test_a_voice_save_that_lands_after_a_newer_one_of_its_control_is_dropped(convs):
     # two saves in flight at once may finish in either order: CI saw the box's untick saved,
-    # then the rate's earlier save (box still ticked) land last, and the setting read "on"
+    # then an earlier save (box still ticked) land last, and the setting read "on"
     from assistant.settings import Settings
     from assistant.web.page.conversations_panel import VoiceSettings
 
     voices = VoiceSettings(convs, Settings())
-    voices.save(None, 1.5, False, "page1:2", None)  # the newer save lands first
-    assert voices.save(None, 1.5, True, "page1:1", None) == {"__type__": "update"}  # the older
+    voices.save("speak", False, "page1:2", None)  # the newer save lands first
+    assert voices.save("speak", True, "page1:1", None) == {"__type__": "update"}  # the older
+    assert convs.prefs("local") == {"speak": False}
+    voices.save("rate", 1.5, "page1:1", None)  # another control's order is its own
     assert convs.prefs("local") == {"rate": 1.5, "speak": False}
-    voices.save(None, 1.2, False, "page1:3", None)
+    voices.save("rate", 1.2, "page1:3", None)
     assert convs.prefs("local") == {"rate": 1.2, "speak": False}
-    voices.save(None, 1.0, True, "page2:1", None)  # another page (a reload): its own order
-    assert convs.prefs("local") == {"rate": 1.0, "speak": True}
+    voices.save("speak", True, "page2:1", None)  # another page (a reload): its own order
+    assert convs.prefs("local") == {"rate": 1.2, "speak": True}
 
 
 def test_the_export_is_made_when_asked_not_after_every_turn(convs, tmp_path):

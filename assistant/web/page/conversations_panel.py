@@ -14,6 +14,7 @@ import re
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -102,8 +103,6 @@ class Library:
     def __init__(self, conversations: Conversations, settings: Settings):
         self.conversations = conversations
         self.settings = settings
-        self._newest: dict[str, tuple[str, int]] = {}  # owner -> (page, its newest save)
-        self._saving = threading.Lock()  # saves run in Gradio's threads
         self.exports = Path(tempfile.mkdtemp(prefix="assistant-conversations-"))
 
     def reopen(self, tab: Tab, request: gr.Request) -> tuple[Any, ...]:
@@ -228,30 +227,34 @@ def build_voice_panel(settings: Settings) -> VoicePanel:
 
 
 VOICE_STAMP_JS = (
-    "(voice, rate, speak, stamp) => { const w = window; "
+    "(value, stamp) => { const w = window; "
     "w.assistantVoicePage ??= Array.from(crypto.getRandomValues(new Uint32Array(2))).join(''); "
     "w.assistantVoiceSeq = (w.assistantVoiceSeq || 0) + 1; "
-    "return [voice, rate, speak, `${w.assistantVoicePage}:${w.assistantVoiceSeq}`]; }"
+    "return [value, `${w.assistantVoicePage}:${w.assistantVoiceSeq}`]; }"
 )
 """A save is stamped with the page it came from and its place among that page's saves: two
 saves in flight at once (a change made while Gradio was still sending the one before) may
 reach the server, or finish there, in either order, and the older must not win."""
+
+VOICE_FIELDS = ("voice", "rate", "speak")
 
 
 def wire_voice_settings(
     demo: gr.Blocks, panel: VoicePanel, voices: VoiceSettings, reply_audio: gr.Audio,
     private: dict[str, Any],
 ) -> None:  # fmt: skip
-    """One save of all three, on a change to any (on input, not release: a rate typed and left
-    with Tab was released with the old value), so a change whose own event was lost on a busy
-    machine is saved by the next; always_last, so a change made while a save is on its way is
-    saved after it with the values shown then; stamped, so the newest save wins however the
-    saves land (CI saw untick, then the rate's save finishing last with the box still ticked)."""
-    gr.on(
-        [panel.voice.input, panel.rate.input, panel.speak.input], voices.save,
-        inputs=[panel.voice, panel.rate, panel.speak, panel.stamp], outputs=reply_audio,
-        js=VOICE_STAMP_JS, trigger_mode="always_last", **private,
-    )  # fmt: skip
+    """Each control saves its own value and nothing else (on input, not release: a rate typed
+    and left with Tab was released with the old value). A save of all three on a change to any
+    could carry another control's value from before its own change landed: CI saw the box's
+    untick hide the player and yet the store keep the old rate or the old tick for a minute.
+    always_last, so a change made while its save is on its way is saved after it with the
+    value shown then; stamped, so the newest save of a control wins however the saves land."""
+    for field, control in zip(VOICE_FIELDS, (panel.voice, panel.rate, panel.speak), strict=True):
+        control.input(
+            voices.saver(field), inputs=[control, panel.stamp],
+            outputs=reply_audio if field == "speak" else None,
+            js=VOICE_STAMP_JS, trigger_mode="always_last", **private,
+        )  # fmt: skip
     demo.load(
         voices.load_voice, outputs=[panel.voice, panel.rate, panel.speak, reply_audio], **private
     )
@@ -263,7 +266,8 @@ class VoiceSettings:
     def __init__(self, conversations: Conversations, settings: Settings):
         self.conversations = conversations
         self.settings = settings
-        self._newest: dict[str, tuple[str, int]] = {}  # owner -> (page, its newest save)
+        self._newest: dict[tuple[str, str], tuple[str, int]] = {}
+        """(owner, control) -> (page, its newest save)"""
         self._saving = threading.Lock()  # saves run in Gradio's threads
 
     def load_voice(self, request: gr.Request) -> tuple[Any, Any, Any, Any]:
@@ -281,24 +285,36 @@ class VoiceSettings:
             gr.Audio(visible=speak),
         )
 
-    def save(
-        self, voice: str | None, rate: float | None, speak: bool, stamp: str | None,
-        request: gr.Request,
-    ) -> Any:  # fmt: skip
-        """The three as the page shows them, on a change to any (`wire_voice_settings`); a save
-        older than one already made from the same page is dropped."""
-        known = {name for _, name in voice_choices(self.settings)}
-        if voice and voice not in known:
-            raise gr.Error(f"unknown voice {voice!r}")
-        rate = min(max(float(rate or 1.0), MIN_RATE), MAX_RATE)
+    def saver(self, field: str) -> Callable[[Any, str | None, gr.Request], Any]:
+        """The page's handler for one control (`wire_voice_settings`)."""
+
+        def save(value: Any, stamp: str | None, request: gr.Request) -> Any:
+            return self.save(field, value, stamp, request)
+
+        return save
+
+    def save(self, field: str, value: Any, stamp: str | None, request: gr.Request | None) -> Any:
+        """One control's value as the page shows it; a save older than one already made of the
+        same control from the same page is dropped. The player shows only when speech is on."""
+        if field == "voice":
+            known = {name for _, name in voice_choices(self.settings)}
+            if value and value not in known:
+                raise gr.Error(f"unknown voice {value!r}")
+            value = value or None
+        elif field == "rate":
+            value = min(max(float(value or 1.0), MIN_RATE), MAX_RATE)
+        elif field == "speak":
+            value = bool(value)
+        else:
+            raise ValueError(f"no voice setting {field!r}")
         owner = owner_of(self.settings, request)
         page, _, seq = (stamp or "").rpartition(":")
         order = int(seq) if seq.isdigit() else 0
         with self._saving:
-            newest = self._newest.get(owner)
+            newest = self._newest.get((owner, field))
             if page and newest is not None and newest[0] == page and order <= newest[1]:
-                return gr.update()  # a newer save from this page already landed
+                return gr.update()  # a newer save of this control from this page landed
             if page:
-                self._newest[owner] = (page, order)
-            self.conversations.remember(owner, voice=voice or None, rate=rate, speak=bool(speak))
-        return gr.Audio(visible=bool(speak))
+                self._newest[(owner, field)] = (page, order)
+            self.conversations.remember(owner, **{field: value})
+        return gr.Audio(visible=value) if field == "speak" else None
