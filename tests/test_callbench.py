@@ -19,6 +19,7 @@ def test_two_calls_at_once_are_each_answered_and_counted(sim_url, monkeypatch, t
     assert report["turns_stored_per_call"] == [1, 1]  # each login its own conversation
     assert report["false_cutoffs"] == 0 and report["lost"] == 0
     assert report["replies_heard"] == [True, True]  # audio came back on each socket
+    assert report["ended_by_app"] == [None, None]  # the bench hung up, not the app
     assert report["first_audio_from_last_word"]["n"] == 2
     assert report["app_cpu_ms_per_call_minute"] > 0
 

@@ -289,7 +289,7 @@ def test_sigkill_mid_write_and_mid_job_then_restart_loses_nothing(tmp_path):
             assert job.state == "running" and job.reasoning_tokens > 0, job
             # the job's own process is the app's worker: both die at once, mid-write and
             # mid-job (an app killed alone lets its worker hand the job back, test_worker)
-            worker = named_children(first.proc.pid)["worker"]
+            [worker] = named_children(first.proc.pid)["worker"]
             os.kill(worker, signal.SIGKILL)
             os.kill(first.proc.pid, signal.SIGKILL)  # turns are being written right now
             first.proc.wait()

@@ -22,7 +22,7 @@ def test_windows_read_each_process_per_second() -> None:
     try:
         for p in procs.values():
             assert p.stdout is not None and p.stdout.readline().strip() == "ready"
-        out = idlebench.windows({name: p.pid for name, p in procs.items()}, 2, 0.5)
+        out = idlebench.windows({name: [p.pid] for name, p in procs.items()}, 2, 0.5)
     finally:
         for p in procs.values():
             p.kill()
@@ -42,16 +42,22 @@ def test_children_finds_a_child_process() -> None:
 
 
 def test_the_apps_children_are_told_apart_by_what_they_run() -> None:
-    """The job worker's CPU counts as the app's; the engine's is read apart."""
+    """The job worker's CPU counts as the app's; the engines' (one per lane when the lanes run
+    apart) are read apart, all of them: one name per kind kept only the last engine found."""
     sleep = "import time; time.sleep(30)"
     worker = subprocess.Popen([sys.executable, "-c", sleep, "-m", "assistant.cli", "worker"])
-    engine = subprocess.Popen([sys.executable, "-c", sleep, "-m", "llama_cpp.server"])
+    engines = [
+        subprocess.Popen([sys.executable, "-c", sleep, "-m", "llama_cpp.server"]) for _ in range(2)
+    ]
     try:
         named = idlebench.named_children(os.getpid())
-        # (the engine may be another child this test run started: only never the worker)
-        assert named["worker"] == worker.pid and named["engine"] != worker.pid
+        # (other children this test run started may be among the engines: never the worker)
+        assert named["worker"] == [worker.pid]
+        assert {e.pid for e in engines} <= set(named["engine"])
+        assert worker.pid not in named["engine"]
+        assert idlebench.group_cpu_ms([e.pid for e in engines] + [worker.pid]) >= 0
     finally:
-        for p in (worker, engine):
+        for p in (worker, *engines):
             p.kill()
             p.wait()
 

@@ -208,6 +208,20 @@ async def test_a_stopped_turn_is_kept_with_what_had_arrived(settings):
     assert stored.finish_reason == "interrupted" and stored.lane == "chat"
 
 
+async def test_a_call_turn_stopped_before_its_stream_began_is_kept(settings):
+    # a call's committed turn whose task was cancelled before its first step (a backlog heard
+    # at once on a busy machine) never ran the stream: what was said is stored all the same
+    pipeline, store = _pipeline(settings, Sentences(words=5))
+    cid = store.new_conversation("ann")
+    ask = TurnRequest(text="what time is it", conversation_id=cid, owner="ann", source="voice")
+    pipeline.stopped_before_start(ask)
+    pipeline.stopped_before_start(replace(ask, text="  "))  # nothing said: nothing stored
+    ((user, stored),) = store.turns(cid)
+    assert user == "what time is it" and stored.reply == ""
+    assert stored.incomplete and "stopped" in (stored.error or "")
+    assert stored.reason == "stopped before it was routed" and stored.lane == "chat"
+
+
 @pytest.mark.parametrize("stop_at", ["waiting", "audio"])
 async def test_a_hand_off_stopped_at_any_moment_stays_linked_to_its_job(settings, stop_at):
     # issue 48 item 4: Stop while the hand-off is said kept a deep turn with no job id, and

@@ -9,9 +9,7 @@ Replies are prepared before the end is confirmed: at a candidate end (200 ms of 
 turn starts on the candidate's transcript (route, chat-lane request, first sentence's speech)
 and its events are held; the committed end releases them, a resumption cancels the turn and
 it is forgotten (never stored). A deep turn waits for the commit: no job for words that went on.
-
-What it tells the page is `assistant.call.messages`; whose turn it is, the table in
-`assistant.call.turn_taking`.
+What it tells the page: `assistant.call.messages`; whose turn it is: `call.turn_taking`.
 """
 
 from __future__ import annotations
@@ -80,8 +78,7 @@ class Call:
         self._hearing = asyncio.Lock()
         """What was heard is handled in order, one at a time (the socket's reader and the
         listener's background work both deliver)."""
-        self.conversation_id: str | None = None
-        """The conversation of the latest turn."""
+        self.conversation_id: str | None = None  # the conversation of the latest turn
         self._own = 0
         """Numbers for turns the listener did not hear (typed, notices): below zero."""
         self._notices: list[str] = []
@@ -272,6 +269,7 @@ class Call:
         turn.discard = discard
         with contextlib.suppress(BaseException):
             await turn.session.stop("barge-in", turn.task)
+        turn.keep_unstarted()
         self.listener.playing(None)
 
     async def _run(self, turn: VoiceTurn) -> None:
@@ -297,6 +295,7 @@ class Call:
             if turn.committed.is_set():
                 turn.stamp()
             # stored if stopped once it is the person's (committed), unless the call forgot it
+            turn.began = True
             stream = session.events(
                 request, tts=tts, playback=turn.playback, hold=lambda: self._said(turn),
                 keep_stopped=lambda: turn.committed.is_set() and not turn.discard,
@@ -327,6 +326,7 @@ class Call:
         except asyncio.CancelledError:
             # the call's own cancels (a barge-in, a newer turn) let go of the turn first
             stopped_here = self.turn is turn
+            turn.keep_unstarted()  # Stop on the conversation while the voice was chosen
             raise
         except Exception as e:  # a failed turn must not end the call
             log.warning("voice turn failed: %s", e)

@@ -31,6 +31,9 @@ class VoiceTurn:
     task: asyncio.Task[None] | None = None
     discard: bool = False
     """Cancelled before it was committed: the person went on; it is not stored."""
+    began: bool = False
+    """Its turn's stream began (which stores it however it ends), or it was stored without
+    one (`Call._keep_unstarted`)."""
     reply: str = ""
     audio_ms: float = 0.0
     """Audio sent to the page so far (its duration)."""
@@ -54,6 +57,19 @@ class VoiceTurn:
         return TurnView(
             self.utterance, self.text, self.committed.is_set(), self.first_audio_at is not None
         )
+
+    def keep_unstarted(self) -> None:
+        """Stored as stopped if it is the person's (committed, not forgotten) and its stream
+        never began: a task cancelled before its first step runs none of it, so a backlog heard
+        at once (its end, then the next speech) lost what was said (`bench voice --calls 2`)."""
+        if self.began or self.discard or not self.committed.is_set() or self.session is None:
+            return
+        self.began = True
+        said_at = self.heard.last_word_ms if self.heard is not None else now_ms()
+        self.session.kept_unstarted(TurnRequest(
+            text=self.text, speak=False, received_ms=said_at, source=self.source, heard_ms={},
+            decision=self.decision,
+        ))  # fmt: skip
 
     def stamp(self) -> None:
         """The listener's timings on the request, as of the commit (it went out before it)."""

@@ -1,17 +1,20 @@
 """`assistant bench voice --calls N`: N calls at once through a running app's real `/listen`
 socket, each playing the recordings at real-time pace (100 ms frames, as the page's worklet
-sends them), with the embedded engine unless `ASSISTANT_ENGINE_URL` names another.
+sends them), each after the reply to the one before has ended (as a person waits for it), with
+the embedded engine unless `ASSISTANT_ENGINE_URL` names another.
 
 Each call is its own login (calls are capped per login), so each has its own conversation.
 Reported: first audio from the last word (the app's own record of each call turn, as the page's
 latency line shows it), p50/p95 with n; recordings cut into two turns or lost; the app's CPU
-(its own process and the job worker, not the engine) per call-minute, beside the engine's.
+(its own process and the job worker, not the engine) per call-minute, beside the engines'
+(both lanes' processes); why the app ended a call, if it did.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import secrets
 import sys
@@ -24,7 +27,7 @@ import httpx
 import numpy as np
 
 from assistant.devtools.launcher import running
-from assistant.devtools.loadclient import cpu_ms, named_children
+from assistant.devtools.loadclient import group_cpu_ms, named_children
 from assistant.engine.embedded import free_port
 from assistant.speech.audio import load_audio
 from assistant.stats import percentile
@@ -34,8 +37,8 @@ CHUNK_S = 0.1
 TAIL_S = 2.5
 """Silence after each recording: past any turn-end fallback, and time for the reply."""
 REPLY_WAIT_S = 20.0
-"""After its last recording, how long a call waits for its turns and their replies before
-hanging up."""
+"""After each recording, how long a call waits for its reply to end before going on (or, after
+the last, hanging up)."""
 
 
 def _pcm(path: Path) -> bytes:
@@ -52,40 +55,61 @@ async def _login(url: str, user: str, password: str) -> str:
         return "; ".join(f"{k}={v}" for k, v in http.cookies.items())
 
 
-async def _call(url: str, cookie: str, recordings: list[bytes]) -> dict[str, int]:
-    """One call: the recordings one after another at real time; what the app sent back."""
+async def _call(url: str, cookie: str, recordings: list[bytes]) -> dict[str, Any]:
+    """One call: the recordings one after another at real time; what the app sent back, and
+    why the app ended the call if it did (None: the bench hung up)."""
     import websockets
 
-    got = {"turns": 0, "audio_frames": 0, "done": 0}
+    got: dict[str, Any] = {
+        "turns": 0, "audio_frames": 0, "done": 0, "ended_by_app": None
+    }  # fmt: skip
     where = url.replace("http://", "ws://") + "listen"
     async with websockets.connect(where, additional_headers={"Cookie": cookie}) as ws:
 
         async def read() -> None:
-            async for message in ws:
-                if isinstance(message, bytes):
-                    got["audio_frames"] += 1
-                elif '"kind": "turn"' in message or '"kind":"turn"' in message:
-                    got["turns"] += 1
-                elif '"kind": "done"' in message or '"kind":"done"' in message:
-                    got["done"] += 1
+            try:
+                async for message in ws:
+                    if isinstance(message, bytes):
+                        got["audio_frames"] += 1
+                        continue
+                    said = json.loads(message)
+                    if said.get("kind") == "turn":
+                        got["turns"] += 1
+                    elif said.get("kind") == "done":
+                        got["done"] += 1
+                    elif said.get("kind") == "state" and said.get("state") == "listening":
+                        answered.set()
+                    elif said.get("kind") == "state":
+                        answered.clear()
+            except websockets.ConnectionClosed:
+                pass  # an error code (4408: quiet) ends the iteration with an exception
+            got["ended_by_app"] = f"{ws.close_code} {ws.close_reason}".strip()
+            answered.set()
 
+        async def listen_until_answered(turns_before: int) -> None:
+            """As a person does: until the reply to what they said has ended (a turn since,
+            and the call listening again), the page sending silence meanwhile; bounded."""
+            deadline = time.monotonic() + REPLY_WAIT_S
+            while time.monotonic() < deadline and got["ended_by_app"] is None:
+                if got["turns"] > turns_before and answered.is_set():
+                    return
+                await ws.send(bytes(step))
+                await asyncio.sleep(CHUNK_S)
+
+        answered = asyncio.Event()
         reader = asyncio.create_task(read())
         step = int(16000 * 2 * CHUNK_S)
         try:
             for pcm in recordings:
+                turns_before = got["turns"]
                 began = time.monotonic()
                 for n, i in enumerate(range(0, len(pcm), step)):
                     # real time: frame n goes when its last sample would have been spoken
                     await asyncio.sleep(max(0.0, began + (n + 1) * CHUNK_S - time.monotonic()))
                     await ws.send(pcm[i : i + step])
-            deadline = time.monotonic() + REPLY_WAIT_S
-            # until each recording's turn was said and answered: on a busy machine a turn can
-            # be decided after the tail's silence, and hanging up then lost it unheard
-            while (
-                got["turns"] < len(recordings) or got["done"] < got["turns"]
-            ) and time.monotonic() < deadline:
-                await ws.send(bytes(step))  # the page keeps sending silence while it listens
-                await asyncio.sleep(CHUNK_S)
+                # the next recording waits for this one's reply: speaking over a reply that
+                # is still being thought of stops it (kept, but unanswered and not measured)
+                await listen_until_answered(turns_before)
         finally:
             reader.cancel()
             with contextlib.suppress(BaseException):
@@ -128,16 +152,16 @@ def bench_calls(n: int, rounds: int, files: list[Path]) -> dict[str, Any]:
         url = f"http://127.0.0.1:{port}/"
         with running(cmd, url=url, timeout_s=300, env=env, log=data / "app.log") as p:
 
-            async def run() -> list[dict[str, int]]:
+            async def run() -> list[dict[str, Any]]:
                 cookies = [await _login(url, u, pw) for u, pw in users.items()]
                 return await asyncio.gather(*(_call(url, c, recordings) for c in cookies))
 
-            pids = {"app": p.pid, **named_children(p.pid)}
-            before = {name: cpu_ms(pid) for name, pid in pids.items()}
+            groups = {"app": [p.pid], **named_children(p.pid)}
+            before = {name: group_cpu_ms(pids) for name, pids in groups.items()}
             began = time.monotonic()
             calls = asyncio.run(run())
             wall_s = time.monotonic() - began
-            used = {name: cpu_ms(pid) - before[name] for name, pid in pids.items()}
+            used = {name: group_cpu_ms(pids) - before[name] for name, pids in groups.items()}
         firsts, per_call = _first_audio(data / "assistant.db", list(users))
     call_minutes = n * wall_s / 60
     app_ms = used["app"] + used.get("worker", 0.0)
@@ -157,4 +181,5 @@ def bench_calls(n: int, rounds: int, files: list[Path]) -> dict[str, Any]:
         "engine_cpu_ms_per_call_minute": round(used.get("engine", 0.0) / call_minutes, 1),
         "call_minutes": round(call_minutes, 2),
         "replies_heard": [c["audio_frames"] > 0 for c in calls],
+        "ended_by_app": [c["ended_by_app"] for c in calls],
     }

@@ -22,7 +22,7 @@ from typing import Any
 
 from assistant.devtools.launcher import running
 from assistant.devtools.loadbench import cpu_ms, rss_mb
-from assistant.devtools.loadclient import children, named_children  # noqa: F401
+from assistant.devtools.loadclient import children, group_cpu_ms, named_children  # noqa: F401
 from assistant.engine.embedded import free_port
 from assistant.settings import Settings
 from assistant.stats import percentile
@@ -46,16 +46,16 @@ def settle(pid: int, started: float, budget_s: float = 180.0) -> float:
     return time.monotonic() - started
 
 
-def windows(pids: dict[str, int], n: int, window_s: float) -> dict[str, list[float]]:
-    """CPU ms per second of each process over `n` windows of `window_s`."""
-    out: dict[str, list[float]] = {name: [] for name in pids}
+def windows(groups: dict[str, list[int]], n: int, window_s: float) -> dict[str, list[float]]:
+    """CPU ms per second of each group of processes over `n` windows of `window_s`."""
+    out: dict[str, list[float]] = {name: [] for name in groups}
     for _ in range(n):
-        before = {name: cpu_ms(pid) for name, pid in pids.items()}
+        before = {name: group_cpu_ms(pids) for name, pids in groups.items()}
         t0 = time.monotonic()
         time.sleep(window_s)
         wall = time.monotonic() - t0
-        for name, pid in pids.items():
-            out[name].append((cpu_ms(pid) - before[name]) / wall)
+        for name, pids in groups.items():
+            out[name].append((group_cpu_ms(pids) - before[name]) / wall)
     return out
 
 
@@ -104,7 +104,7 @@ def bench_idle(settings: Settings, rounds: int | None) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp, app_process(Path(tmp)) as (url, pid):
         started = time.monotonic()
         out["settled_after_s"] = round(settle(pid, started), 1)
-        pids = {"app": pid, **named_children(pid)}
+        pids = {"app": [pid], **named_children(pid)}
         phases = {"no_page": windows(pids, n, WINDOW_S)}
         if CHROMIUM.exists():
             with page_open(url):

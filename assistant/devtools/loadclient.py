@@ -258,16 +258,27 @@ def children(pid: int) -> list[int]:
     return found
 
 
-def named_children(pid: int) -> dict[str, int]:
-    """The app's children by what they run: the job worker and the embedded engine."""
-    named = {}
+def named_children(pid: int) -> dict[str, list[int]]:
+    """The app's children by what they run: the job worker and the embedded engines (one per
+    lane when the lanes run apart: a single "engine" read only the last, the idle one)."""
+    named: dict[str, list[int]] = {}
     for child in children(pid):
         try:
             cmd = Path(f"/proc/{child}/cmdline").read_bytes().replace(b"\0", b" ").decode()
         except OSError:
             continue
-        named["worker" if " worker" in cmd and "assistant" in cmd else "engine"] = child
+        kind = "worker" if " worker" in cmd and "assistant" in cmd else "engine"
+        named.setdefault(kind, []).append(child)
     return named
+
+
+def group_cpu_ms(pids: list[int]) -> float:
+    """CPU the processes have used so far, together (`cpu_ms`); one that ended counts 0."""
+    total = 0.0
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            total += cpu_ms(pid)
+    return total
 
 
 def lag_histogram(text: str) -> dict[float, float]:
@@ -311,7 +322,7 @@ class Meter:
     def __init__(self, pid: int, engine_pid: int, http: httpx.AsyncClient | None = None) -> None:
         self.pid, self.engine_pid, self.peak = pid, engine_pid, rss_mb(pid)
         self.http = http
-        self.worker_pid = named_children(pid).get("worker")
+        self.worker_pid = next(iter(named_children(pid).get("worker", [])), None)
 
     async def lag(self) -> dict[float, float]:
         if self.http is None:

@@ -141,6 +141,11 @@ class Session:
         speaks them as they come."""
         return self.pipeline.stream(self.request(ask), **models)
 
+    def kept_unstarted(self, ask: TurnRequest) -> None:
+        """A call's committed turn stopped before its stream began (a backlog heard at once:
+        its end, then the next speech, before its task ran): what was said is stored."""
+        self.pipeline.stopped_before_start(self.request(ask))
+
     async def heard(self, playback: Playback, reply: str) -> None:
         """A stopped turn's stored reply cut to what the person heard (the page's report of
         how much it played, which comes after the stop)."""

@@ -145,7 +145,7 @@ class Pipeline:
             keep = keep_stopped is None or keep_stopped()
             if keep_stopped is not None and partial.decision is None and request.text:
                 # a call's committed turn stopped before it was routed: what was said stays
-                partial.decision = RouteDecision("chat", "stopped before it was routed")
+                partial.decision = UNROUTED
             if not rec.finished and partial.decision is not None and keep:
                 stopped = partial.stopped(failure or STOPPED)
                 if playback is not None:
@@ -153,6 +153,16 @@ class Pipeline:
                 self._finish(rec, request, heard[0], stopped)
                 if playback is not None:
                     playback.turn_id = stopped.turn_id
+
+    def stopped_before_start(self, request: TurnRequest) -> None:
+        """Store `request` as a turn stopped before it was routed, as `stream` does when one is
+        stopped at once, for a turn whose stream never began (a task cancelled before its
+        first step never runs the stream's `finally`)."""
+        over_disk = self.disk is not None and self.disk(request.owner) is not None
+        if request.text.strip() and not over_disk:
+            stopped = _Partial(decision=UNROUTED)
+            rec = Recorder(request.received_ms, log_to=self.log_to, observe=self.observe)
+            self._finish(rec, request, request.text, stopped.stopped(STOPPED))
 
     async def route(self, text: str, conversation_id: str | None) -> RouteDecision:
         """The lane a turn of `text` would take (no engine call): a call asks before it
@@ -233,6 +243,10 @@ class Pipeline:
     async def ask(self, text: str, **fields: object) -> TurnResult:
         """`run` for a typed question: `ask("hi", conversation_id=cid)`."""
         return await self.run(TurnRequest(text=text, **fields))  # type: ignore[arg-type]
+
+
+UNROUTED = RouteDecision("chat", "stopped before it was routed")
+"""The lane stored for a call's committed turn stopped before it was routed."""
 
 
 @dataclass
