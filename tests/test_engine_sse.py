@@ -100,3 +100,58 @@ async def test_the_request_is_the_clients_own() -> None:
         await client.chat.completions.create(
             model="m", messages=[{"role": "user", "content": "busy"}], stream=True
         )
+
+
+def sse(*objects: dict) -> bytes:
+    return b"".join(b"data: " + json.dumps(o).encode() + b"\n\n" for o in objects)
+
+
+def delta(**fields: object) -> dict:
+    return {"choices": [{"index": 0, "delta": fields, "finish_reason": None}], "usage": None}
+
+
+class Reads(httpx.AsyncByteStream):
+    """A body that arrives in the given reads of the socket."""
+
+    def __init__(self, *reads: bytes):
+        self.reads = reads
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        for r in self.reads:
+            yield r
+
+
+async def test_pieces_of_text_read_at_once_go_up_as_one_chunk_counting_them() -> None:
+    # every chunk costs the same CPU through each layer above whatever its length; under load
+    # the engine's tokens arrive several to a read (issue 52)
+    first = sse(delta(role="assistant", content=""), delta(content="Hel"), delta(content="lo"))
+    second = sse(
+        delta(reasoning_content="hm"),  # another field: not joined to the content
+        delta(content=" there"), delta(content="!", tool_calls=[]),  # an empty list is absent
+        {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}], "usage": None},
+        {"choices": [], "usage": {"completion_tokens": 6}},
+    )  # fmt: skip
+    got = await chunks(Reads(first, second + b"data: [DONE]\n\n"))
+    seen = [(c.choices[0].delta if c.choices else None, c.get("x_merged")) for c in got]
+    assert seen == [
+        ({"role": "assistant", "content": ""}, None),  # the role's chunk stays its own
+        ({"content": "Hello"}, 2),
+        ({"reasoning_content": "hm"}, None),
+        ({"content": " there!"}, 2),
+        ({}, None),  # the finish
+        (None, None),  # the usage
+    ]
+
+
+async def test_text_from_separate_reads_is_not_held_back_to_join_it() -> None:
+    got = await chunks(Reads(sse(delta(content="a")), sse(delta(content="b"))))
+    assert [c.choices[0].delta.content for c in got] == ["a", "b"]
+
+
+async def test_an_error_after_pieces_in_the_same_read_raises_after_them() -> None:
+    seen: list[Chunk] = []
+    body = sse(delta(content="a"), delta(content="b"), {"error": {"message": "engine died"}})
+    with pytest.raises(openai.APIError, match="engine died"):
+        async for c in LeanStream(response(body)):
+            seen.append(c)
+    assert [c.choices[0].delta.content for c in seen] == ["ab"]

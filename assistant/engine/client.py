@@ -29,6 +29,7 @@ from assistant.engine.profile import (
     priority_rejected,
     tools_refused,
 )
+from assistant.engine.sse import MERGED, LeanClient
 from assistant.engine.transcript import TranscriptPrompt
 from assistant.engine.window import ContextRefused, Window
 from assistant.errors import EngineError, EngineUnavailable
@@ -79,8 +80,6 @@ def build_client(base_url: str, api_key: str | None) -> AsyncOpenAI:
         http_client=lean_client(limits=httpx.Limits(max_connections=256)),
     )
     # streamed answers read by a plain SSE parser, not a typed model per chunk (engine.sse)
-    from assistant.engine.sse import LeanClient
-
     return LeanClient(client)  # type: ignore[return-value]
 
 
@@ -200,8 +199,8 @@ class Engine:
                 if not learnt and usage is not None and getattr(usage, "prompt_tokens", None):
                     learnt = True  # the engine's own count of this prompt: the window learns
                     self.window.learn(self._weight(messages, tools), usage.prompt_tokens)
-                # tokens in this chunk: one, unless the engine counts them (a batched chunk)
-                each = 1
+                # tokens in this chunk: one, unless the engine counts them or the reader joined
+                each = getattr(chunk, MERGED, None) or 1
                 if usage is not None and getattr(usage, "completion_tokens", None):
                     each = max(1, usage.completion_tokens - counted)
                     counted = usage.completion_tokens
@@ -213,8 +212,8 @@ class Engine:
                         text = choice.text if started or resumed else (choice.text or "").lstrip()
                         if text:
                             started = True
-                            produced += 1
-                            yield StreamEvent("content", text=text, tokens=1)
+                            produced += each
+                            yield StreamEvent("content", text=text, tokens=each)
                         finish = choice.finish_reason or finish
                         continue
                     delta = choice.delta
