@@ -1,6 +1,6 @@
 """Writes assistant/data/router_conversations.jsonl: the conversation classifier's training set.
 
-    .venv/bin/python scripts/make_router_conversations.py [OUT] [--n 7500]
+    .venv/bin/python scripts/make_router_conversations.py [OUT] [--n 8000]
 
 Each line is one conversation and the lane of its last message, in the blind sets' format:
 {"kind", "style", "turns": [[role, text], ...], "job": null|"running"|"done", "text", "lane"}.
@@ -362,6 +362,27 @@ SMALLTALK = [("thanks, and what's the time in Tokyo?", "It's about 9 in the even
              ("what's the boiling point of water in F?", "212 °F."), ("cool. any good podcast recs?", "Try 'Hard Fork' or '99% Invisible'."),
              ("how many ounces in a cup?", "Eight US fluid ounces."), ("what day is it?", "It's Thursday.")]
 
+# Replies that offer and ask nothing: canned lines, plain statements, greetings, pleasantries.
+# After them a small message is small work, whatever its words would mean after an offer.
+PLAIN = ["The answer is ready.", "Here you go.", "Done.", "Sure.", "Okay.", "Noted.", "Got it.", "You're welcome!",
+         "Happy to help.", "Hi! How can I help?", "Hello! What can I do for you?", "I'm doing well, thanks.", "That's right.",
+         "Yes.", "No, not quite.", "It depends on the details.", "I'm not sure, sorry.", "The result is ready.", "All set.",
+         "Here's the short answer: it's 42.", "It's complete.", "Good morning!", "Anytime.", "Sounds good.", "That's all there is to it.",
+         "Correct.", "Nice to meet you too.", "Here it is.", "Finished.", "The reply is ready.", "Ready.", "Hey! What's up?"]
+SMALL_ACK = ["thanks", "thank you!", "ok", "okay", "cool", "nice", "great", "great, thanks!", "got it", "ok cool", "perfect",
+             "awesome", "lovely", "ta", "cheers", "ah ok", "right", "sure", "alright", "fine", "good", "nice one", "👍", "🙂",
+             "lol", "haha", "wow", "interesting", "ok thanks", "k", "mhm", "yep", "yeah", "oh cool", "good to know",
+             "brilliant, thanks", "noted", "thx", "ty", "ok great", "sweet", "yes", "yes!", "exactly", "true", "fair",
+             "amazing, thank you so much", "that's great", "ok 👍", "cool cool", "haha nice", "makes sense", "right, ok"]
+SMALL_NEW = ["hi", "hi!", "hello", "hey", "hey there", "good morning", "morning!", "yo", "hiya", "good evening",
+             "how are you?", "how's it going", "what's up", "are you there?", "you still there?", "bye", "goodnight",
+             "see you later", "talk later", "keep talking", "keep talking please", "go on", "tell me more", "more please",
+             "continue", "say something", "anything else?", "what else?", "what do you think?", "tell me a joke",
+             "tell me a fun fact", "what's 2+2?", "what time is it?", "what day is it today?", "flip a coin",
+             "pick a number", "what's your name?", "who are you?", "are you a bot?", "test", "testing", "ping", "hello?",
+             "and?", "go on then", "keep going", "more", "what's 7 times 8?",
+             "another joke", "say hi to my son", "can you hear me?", "how's your day", "thanks, bye", "nothing, just testing"]
+
 FILL = ["um", "uh", "er", "so", "like", "you know", "hmm", "well"]
 
 
@@ -610,10 +631,41 @@ class Maker:
         text, lane = self.rng.choice(self.standalone)
         self.add("standalone request in a conversation", lane, [*self.prelude(), ["user", asked], ["assistant", reply]], text)
 
+    def small_after_plain(self) -> None:
+        """A reply that offers and asks nothing (a canned line, a plain answer, a greeting, a
+        job's notice), then a small message: greetings, thanks, small talk, "go on"."""
+        r = self.rng.random()
+        job = None
+        if r < 0.35:
+            q, a = self.rng.choice(SMALLTALK)
+            turns = [["user", q], ["assistant", self.rng.choice([a, self.rng.choice(PLAIN)])]]
+        elif r < 0.55:
+            asked, answer, *_ = self.topic()
+            turns = [["user", asked], ["assistant", self.rng.choice([answer, self.rng.choice(PLAIN)])]]
+        elif r < 0.7:
+            req, ans, _ = self.rng.choice(VARIANT_CHAT)
+            turns = [["user", req], ["assistant", ans]]
+        else:  # a job's hand-off or its notice, then small talk
+            asked, answer, big, name, small, sname = self.topic()
+            j = self.job_id()
+            turns = [["user", big[0].upper() + big[1:]], ["assistant", self.rng.choice(HANDOFFS).format(j=j)]]
+            job = self.rng.choice(["running", None])
+            if self.rng.random() < 0.5:
+                turns += [["assistant", self.rng.choice(DONE_NOTE).format(j=j, n=name, N=name.capitalize())]]
+                job = "done"
+        if self.rng.random() < 0.3:  # and a second plain exchange before it
+            turns += [["user", self.rng.choice(SMALL_NEW + SMALL_ACK)], ["assistant", self.rng.choice(PLAIN)]]
+        if self.rng.random() < 0.5:
+            text, act = self.rng.choice(SMALL_ACK), "acknowledge"
+        else:
+            text, act = self.rng.choice(SMALL_NEW), "new request"
+        self.add("small talk after a reply that offers nothing", "chat", [*self.prelude(), *turns], text, job=job, act=act)
+
     def make(self, n: int) -> list[dict]:
         kinds = [(self.offer_accepted, 22), (self.offer_declined, 16), (self.side_question, 6), (self.two_offers, 6),
                  (self.status, 10), (self.after_job_new, 10), (self.follow_up_deep, 7), (self.same_for, 4), (self.variant, 5),
-                 (self.reshape, 5), (self.expand, 4), (self.clarify, 7), (self.standalone_in_context, 12)]
+                 (self.reshape, 5), (self.expand, 4), (self.clarify, 7), (self.standalone_in_context, 12),
+                 (self.small_after_plain, 8)]
         fns, weights = zip(*kinds, strict=True)
         while len(self.rows) < n:
             self.rng.choices(fns, weights)[0]()
@@ -650,7 +702,7 @@ def standalone_requests() -> list[tuple[str, str]]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("out", nargs="?", type=Path, default=OUT)
-    ap.add_argument("--n", type=int, default=7500)
+    ap.add_argument("--n", type=int, default=8000)
     ap.add_argument("--seed", type=int, default=37)
     args = ap.parse_args(argv)
     rows = Maker(args.seed, standalone_requests()).make(args.n)

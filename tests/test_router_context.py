@@ -110,6 +110,38 @@ def test_exchanges_nobody_listed(router: Router, turns, text, lane):
     assert "(conversation " in d.reason
 
 
+_CANNED = "The answer is ready."  # the test tier's tiny model says only this (tests/vllm_proc.py)
+
+
+@pytest.mark.model
+@pytest.mark.parametrize(
+    "turns",
+    [
+        # the page's turns in test_vllm_page: a question, a spoken turn, each answered canned
+        (("user", "What is the capital of France?"), ("assistant", _CANNED),
+         ("user", "Ask not what your country can do for you."), ("assistant", _CANNED)),
+        (("user", "think hard about the halting problem"), ("assistant", _CANNED)),
+        (("user", "who wrote Middlemarch?"), ("assistant", "George Eliot.")),
+        (("user", "hello"), ("assistant", "Hi! What can I do for you today?")),
+        (("user", "is it cold out?"), ("assistant", "About 4 degrees, with wind.")),
+    ],
+)  # fmt: skip
+@pytest.mark.parametrize(
+    "text",
+    ["Keep talking please [[long]]", "Keep talking please", "hi!", "thanks", "ok", "cool",
+     "great, thanks!", "nice", "good morning", "how are you?"],
+)  # fmt: skip
+def test_small_messages_after_replies_that_offer_nothing_stay_chat(router: Router, turns, text):
+    """Issue 50: after a reply that offers and asks nothing (the tiny model's canned line, a
+    plain answer, a greeting), a small message is small work. The conversation classifier
+    sent "Keep talking please" (0.59) and "hi!" (0.58) after the canned line to the deep lane,
+    and "ok", "thanks", "cool" after plain answers: its training conversations had small
+    messages only after offers (a yes) and "is ready" only in a job's notice."""
+    d = router.decide(text, conversation=Conversation(turns=turns))
+    assert "(conversation " in d.reason
+    assert d.lane == "chat", d.reason
+
+
 @pytest.mark.model
 def test_an_accepted_offer_becomes_the_jobs_text(router: Router):
     offer = "I could write the complete rollout plan with a timeline and training."
