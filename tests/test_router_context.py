@@ -142,6 +142,22 @@ def test_small_messages_after_replies_that_offer_nothing_stay_chat(router: Route
     assert d.lane == "chat", d.reason
 
 
+def _zero(i: int) -> float:
+    return 0.0
+
+
+def test_a_reply_the_app_knows_went_chat_is_no_jobs_notice():
+    """ "The answer is ready." reads like a job's notice ("... is ready"); on the page the app
+    knows the request it answered went to the chat lane, and then it is an answer (issue 50:
+    test_vllm_page's spoken turn after it was taken for a follow-up of a job and went deep)."""
+    turns = (("user", "What is the capital of France?"), ("assistant", _CANNED))
+    notice = [
+        context.facts(context.parts("hi", Conversation(turns=turns, last_lane=lane)), _zero)[10]
+        for lane in (None, "chat", "deep")
+    ]  # fmt: skip
+    assert notice == [1.0, 0.0, 1.0]
+
+
 @pytest.mark.model
 def test_an_accepted_offer_becomes_the_jobs_text(router: Router):
     offer = "I could write the complete rollout plan with a timeline and training."

@@ -161,6 +161,16 @@ def test_reading_an_answer_to_an_offer(text: str, reason: str | None):
     assert (found.reason.split(" to ")[0] if found else None) == reason
 
 
+def test_a_clients_whole_history_is_read():
+    """All of it, as `Router.decide` is scored: the classifier reads the conversation's length
+    and every earlier hand-off notice (issue 50: the last three exchanges were kept)."""
+    pairs = [(f"question {i}", f"answer {i}") for i in range(5)]
+    conversation = Conversation.of_exchanges(pairs)
+    assert len(conversation.turns) == 10 and conversation.turns[0] == ("user", "question 0")
+    rows = [{"role": r, "content": t} for r, t in conversation.turns]
+    assert Conversation.of_messages(rows).turns == conversation.turns
+
+
 def test_no_conversation_no_rule():
     assert read("ok do it", None) is None and read("ok do it", Conversation()) is None
     assert read("yes please", Conversation.of_exchanges([("hi", "Hello! How are you?")])) is None

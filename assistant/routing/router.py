@@ -246,17 +246,18 @@ class Router:
     def decide_many(
         self, texts: Sequence[str], conversations: Sequence[Conversation | None] | None = None
     ) -> list[RouteDecision]:
-        """`decide` for several requests at once: one encoder pass for all that need the
-        classifier on their own text (`routing.batch` gathers the requests of concurrent
-        turns); a request a conversation rule applies to is decided on its own."""
+        """`decide` for several requests at once, each decided as `decide` decides it (same
+        lane, reason and text): one encoder pass for all the message classifier reads alone
+        (`routing.batch` gathers the requests of concurrent turns); a request with turns
+        before it is read with them, on its own (issue 50: read here by the issue-30 rules
+        only, the page's and `/v1`'s turns missed the conversation classifier)."""
         start = time.perf_counter()
         texts = [(t or "").strip() for t in texts]
         convs = list(conversations or [None] * len(texts))
         found = [self._explicit(t, False) for t in texts]
         for i, (t, conv) in enumerate(zip(texts, convs, strict=True)):
-            reading = read(t, conv) if found[i] is None else None
-            if reading is not None:
-                found[i] = self._by_reading(reading, t, conv)  # type: ignore[arg-type]
+            if found[i] is None and conv is not None and conv.turns:
+                found[i] = self._decide(t, False, conv)
         need = [i for i, f in enumerate(found) if f is None]
         if need:
             p = self.classify([texts[i] for i in need])
