@@ -3,7 +3,9 @@
     .venv/bin/python scripts/make_router_conversations.py [OUT] [--n 8000]
 
 Each line is one conversation and the lane of its last message, in the blind sets' format:
-{"kind", "style", "turns": [[role, text], ...], "job": null|"running"|"done", "text", "lane"}.
+{"kind", "style", "turns": [[role, text], ...], "job": null|"running"|"done", "text", "lane"}, and
+what the composer knows: "act" (what the last message does), "offers" (what each reply offers)
+and "topic" (the TOPICS entry the conversation is about, or null).
 The conversations are composed from the parts below (topics with their short answers, large
 and small tasks; offers in many phrasings and positions; acceptances, declines, statements
 and questions in many voices: terse, emoji, typos, non-native, spoken, with conditions), so
@@ -503,6 +505,7 @@ class Maker:
         self.small_questions = [t for t, lane in standalone if lane == "chat" and len(t.split()) <= 12]
         self.big_requests = [t for t, lane in standalone if lane == "deep"]
         self.jobs = 0
+        self.group: int | None = None
         self.sizes: dict[str, str] = {}
         """The size of the work each reply offers ("big", "small"); a reply offering none is absent."""
 
@@ -520,7 +523,7 @@ class Maker:
         elif rng.random() < 0.25:
             text = text.lower().rstrip("?.!") if rng.random() < 0.5 else text
         offers = [self.sizes.get(t, "none") for r, t in turns if r == "assistant"]
-        self.rows.append({"kind": kind, "act": act or act_of(kind), "offers": offers, "style": style, "turns": turns, "job": job, "text": text, "lane": lane})
+        self.rows.append({"kind": kind, "act": act or act_of(kind), "offers": offers, "topic": self.group, "style": style, "turns": turns, "job": job, "text": text, "lane": lane})
 
     def prelude(self) -> list:
         """Zero to two unrelated exchanges before the part that matters."""
@@ -531,7 +534,11 @@ class Maker:
         return turns
 
     def topic(self) -> tuple:
-        return self.rng.choice(TOPICS)
+        """A topic, kept as the conversation's `topic` (its index in TOPICS): training scores
+        the offer classifier on topics it was not fitted on (scripts/train_router.py)."""
+        chosen = self.rng.choice(TOPICS)
+        self.group = TOPICS.index(chosen)
+        return chosen
 
     # --- the kinds --------------------------------------------------------------------
 
@@ -736,8 +743,8 @@ class Maker:
             text, act = self.rng.choice(SMALL_ACK), "acknowledge"
         elif r < 0.8:
             text, act = self.rng.choice(SMALL_NEW), "new request"
-        else:
-            text, act = self.rng.choice(SAID), "new request"
+        else:  # something said that asks nothing: its act is the one a clarifying answer has
+            text, act = self.rng.choice(SAID), "answer a question"
         self.add("small talk after a reply that offers nothing", "chat", [*self.prelude(), *turns], text, job=job, act=act)
 
     def run_on(self) -> None:
@@ -761,11 +768,13 @@ class Maker:
         r = self.rng.random()
         if r < 0.35:
             wanted, lane = self.rng.choice(self.big_requests), "deep"
-        elif r < 0.5:  # nothing asked at all
+        act = "new request"
+        if 0.35 <= r < 0.5:  # nothing asked at all: things said, as a clarifying answer says them
             wanted = self.rng.choice(["", "anyway", "so yeah", "but that's life", "it was a whole thing", "just thought i'd say"])
+            act = "answer a question"
         said = re.sub(r"[^\w\s'%-]", "", f"{self.rng.choice(RUNON_OPEN)} {lead} {self.rng.choice(RUNON_JOIN)} {wanted}".lower())
         kind = "spoken run-on ending in a small question" if lane == "chat" else "spoken run-on ending in a big request"
-        self.add(kind, lane, [*self.prelude(), *turns], " ".join(said.split()), job=job, act="new request")
+        self.add(kind, lane, [*self.prelude(), *turns], " ".join(said.split()), job=job, act=act)
 
     def small_follow_up(self) -> None:
         """A follow-up of a small question ("and for Lyon?", "now one for my brother", "say
@@ -791,6 +800,7 @@ class Maker:
                  (self.small_after_plain, 8), (self.run_on, 5), (self.small_follow_up, 4)]
         fns, weights = zip(*kinds, strict=True)
         while len(self.rows) < n:
+            self.group = None
             self.rng.choices(fns, weights)[0]()
         return self.rows
 

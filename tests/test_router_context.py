@@ -17,7 +17,7 @@ import pytest
 
 from assistant.routing import context
 from assistant.routing.conversation import Conversation
-from assistant.routing.router import Router
+from assistant.routing.router import Router, routed_text
 from scripts.eval_router import CONVERSATIONS, conversation_of, decision_ms, load_conversations
 from scripts.train_router import (
     CONTEXT_OUT,
@@ -174,7 +174,9 @@ def test_decision_time_is_measured(router: Router):
     small is checked below, by what the encoder is given."""
     ms = decision_ms(router, load_conversations(CONVERSATIONS)[:60])
     print("\nconversation decision ms: " + ", ".join(f"{k} {v:.1f}" for k, v in ms.items()))
-    assert set(ms) == {"cold p50", "cold p95", "in a conversation p50", "in a conversation p95"}
+    assert set(ms) == {
+        f"{k} p{q}" for k in ("cold", "in a conversation", "replies remembered") for q in (50, 95)
+    }
     assert all(np.isfinite(v) and v > 0 for v in ms.values())
 
 
@@ -210,3 +212,28 @@ def test_a_decision_in_a_conversation_is_one_encoder_pass(router: Router, monkey
         again = router.decide(case["text"], conversation=conv)
         assert len(counting.passes) == 1, counting.passes[1:]
         assert (again.lane, again.reason) == (first.lane, first.reason)
+
+
+@pytest.mark.model
+def test_a_reply_remembered_when_written_leaves_the_decision_its_message(
+    router: Router, monkeypatch
+):
+    """Issue 50, item 4: the app embeds each reply when it is written (`Router.remember`, off
+    the decision path), so the next turn's decision embeds its message alone; the decision
+    is the one made without it."""
+    counting = _Counting(router.encoder)
+    monkeypatch.setattr(router, "encoder", counting)
+    for case in load_conversations(CONVERSATIONS)[:30]:
+        conv = conversation_of(case)
+        router._cache.clear()
+        cold = router.decide(case["text"], conversation=conv)
+        router._cache.clear()
+        for role, said in conv.turns:  # each turn as it came: requests routed, replies written
+            if role == "assistant":
+                router.remember(said)
+            else:
+                router.vectors([routed_text(said)], [context.MESSAGE_TOKENS])
+        counting.passes.clear()
+        d = router.decide(case["text"], conversation=conv)
+        assert counting.passes in ([], [[routed_text(case["text"])]]), counting.passes
+        assert (d.lane, d.reason) == (cold.lane, cold.reason)

@@ -13,6 +13,7 @@ reach prompts, tools or permissions from here.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import threading
@@ -27,7 +28,16 @@ from pathlib import Path
 import numpy as np
 
 from assistant.records import Lane, RouteDecision
-from assistant.routing.context import ContextHead, Parts, Row, parts, row
+from assistant.routing.context import (
+    BEFORE_TOKENS,
+    REPLY_TOKENS,
+    ContextHead,
+    Parts,
+    Row,
+    focus,
+    parts,
+    row,
+)
 from assistant.routing.conversation import (
     Conversation,
     Reading,
@@ -273,6 +283,15 @@ class Router:
     def _p_single(self, text: str) -> float:
         """P(deep) of one text by the single-message head, embedded through the cache."""
         return float(self.head.p_deep(self.vectors([routed_text(text)], [ROUTE_TOKENS]))[0])
+
+    def remember(self, reply: str) -> None:
+        """Embed a reply as the next decisions read it (the last reply, then the one before),
+        when it is written and off the decision path: a turn then embeds only its message
+        (issue 50, item 4). Best effort: a failure here only costs the next decision time."""
+        seen = routed_text(focus(reply))
+        if seen:
+            with contextlib.suppress(Exception):
+                self.vectors([seen, seen], [REPLY_TOKENS, BEFORE_TOKENS])
 
     def context_row(self, p: Parts) -> Row:
         """What the conversation classifier reads of `p` (see `routing.context`)."""
