@@ -202,25 +202,33 @@ def decision_ms(router: Router, cases: Sequence[dict]) -> dict[str, float]:
     """Decision time (ms, p50 and p95) on each case's last message, no engine call:
     - cold: nothing of the conversation embedded before (a client's history seen first);
     - in a conversation: its earlier request was routed first, as the app routes every turn,
-      so only the new message and the reply before it are embedded."""
-    cold, warm = [], []
+      so only the new message and the reply before it are embedded;
+    - replies remembered: as in a conversation, and each reply since that request embedded
+      when it was written (`Router.remember`, as the app does off the decision path), so
+      only the message is."""
+    cold, warm, written = [], [], []
     for c in cases:
         conv = conversation_of(c)
         router._cache.clear()
         cold.append(router.decide(c["text"], conversation=conv).ms)
-        router._cache.clear()
-        users = [i for i, (r, _) in enumerate(conv.turns) if r == "user"]
-        if users:
-            i = users[-1]
-            before = Conversation(turns=conv.turns[:i], job=conv.job)
-            router.decide(conv.turns[i][1], conversation=before)
-        warm.append(router.decide(c["text"], conversation=conv).ms)
+        for out, remember in ((warm, False), (written, True)):
+            router._cache.clear()
+            users = [i for i, (r, _) in enumerate(conv.turns) if r == "user"]
+            if users:
+                i = users[-1]
+                before = Conversation(turns=conv.turns[:i], job=conv.job)
+                router.decide(conv.turns[i][1], conversation=before)
+                for _, reply in conv.turns[i + 1 :] if remember else ():
+                    router.remember(reply)
+            out.append(router.decide(c["text"], conversation=conv).ms)
     pct = lambda xs, q: float(np.percentile(xs, q))  # noqa: E731
     return {
         "cold p50": pct(cold, 50),
         "cold p95": pct(cold, 95),
         "in a conversation p50": pct(warm, 50),
         "in a conversation p95": pct(warm, 95),
+        "replies remembered p50": pct(written, 50),
+        "replies remembered p95": pct(written, 95),
     }
 
 

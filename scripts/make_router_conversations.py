@@ -1,9 +1,11 @@
 """Writes assistant/data/router_conversations.jsonl: the conversation classifier's training set.
 
-    .venv/bin/python scripts/make_router_conversations.py [OUT] [--n 7500]
+    .venv/bin/python scripts/make_router_conversations.py [OUT] [--n 8000]
 
 Each line is one conversation and the lane of its last message, in the blind sets' format:
-{"kind", "style", "turns": [[role, text], ...], "job": null|"running"|"done", "text", "lane"}.
+{"kind", "style", "turns": [[role, text], ...], "job": null|"running"|"done", "text", "lane"}, and
+what the composer knows: "act" (what the last message does), "offers" (what each reply offers)
+and "topic" (the TOPICS entry the conversation is about, or null).
 The conversations are composed from the parts below (topics with their short answers, large
 and small tasks; offers in many phrasings and positions; acceptances, declines, statements
 and questions in many voices: terse, emoji, typos, non-native, spoken, with conditions), so
@@ -362,6 +364,81 @@ SMALLTALK = [("thanks, and what's the time in Tokyo?", "It's about 9 in the even
              ("what's the boiling point of water in F?", "212 °F."), ("cool. any good podcast recs?", "Try 'Hard Fork' or '99% Invisible'."),
              ("how many ounces in a cup?", "Eight US fluid ounces."), ("what day is it?", "It's Thursday.")]
 
+# A spoken run-on: chatter about the day, then what is asked, small or big (issue 50: a run-on
+# that ends in a small question was read by its long middle).
+RUNON_OPEN = ["so", "okay so", "yeah so", "right so", "alright and", "oh and", "anyway", "ok cool and", "and", "mm so"]
+RUNON_MIDDLE = ["i was at my sister's place last night and she kept going on about {t}", "we've got people coming over on the weekend and the house is a total mess",
+                "my son asked me this on the way to school and i had no idea", "i'm stuck on a really slow train and just thinking about stuff",
+                "my boss brought it up in the meeting and i just sort of nodded", "we're thinking about a trip in the spring but nothing's booked yet",
+                "i've been reading about {t} all week and it's kind of confusing", "my neighbour was talking about {t} over the fence this morning",
+                "there's this massive project at work that's eating my whole week", "i was watching a documentary about {t} and fell asleep halfway through",
+                "i just got back from the gym and i'm completely wiped", "my mum called and she's worried about {t} again",
+                "we had this big argument at dinner about {t}", "i've got like ten minutes before my next call",
+                "my flatmate and i were arguing about it over breakfast", "i keep seeing ads about {t} everywhere"]
+RUNON_JOIN = ["and i was wondering", "so um quick one", "anyway", "but like", "and um", "so i guess my question is", "and basically", "so yeah",
+              "but anyway um", "and so like", "so my question is"]
+RUNON_TOPICS = ["the housing market", "electric cars", "the new tax rules", "her garden", "the school holidays", "solar panels", "ancient egypt",
+                "the football", "the weather", "their kitchen renovation", "crypto", "the election", "a new diet", "space"]
+# Things said that ask for nothing: a quotation, a saying, news of one's day (a spoken turn is
+# often one; the test tier's microphone says a line of a speech).
+SAID = ["to be or not to be that is the question", "i think therefore i am", "the only thing we have to fear is fear itself",
+        "that's one small step for man, one giant leap for mankind", "all that glitters is not gold", "the early bird catches the worm",
+        "keep calm and carry on", "four score and seven years ago our fathers brought forth on this continent a new nation",
+        "we shall fight on the beaches, we shall fight on the landing grounds", "be the change you wish to see in the world",
+        "life is what happens when you're busy making other plans", "in the middle of difficulty lies opportunity",
+        "it was the best of times, it was the worst of times", "a journey of a thousand miles begins with a single step",
+        "my cat knocked a glass off the table again this morning", "we finally finished painting the hallway and it looks great",
+        "the kids are at their grandparents' for the weekend so it's very quiet here", "i just had the best coffee of my life",
+        "my team won on saturday, three nil", "it's been raining all week and i'm so done with it",
+        "i passed my driving test today", "my sister is visiting from canada next month", "the train was forty minutes late again",
+        "i planted tomatoes and basil on the balcony", "we're getting a puppy in june", "i ran five kilometres without stopping for the first time"]
+# Questions about an offer, remarks that the person already has the thing, deferrals: no yes.
+OFFER_Q = ["would {n} cover the costs too?", "how long would {n} take you?", "what would go into {n}?", "could I print {n}?",
+           "would you need anything from me for {n}?", "how long is {n} usually?", "would {n} suit a beginner?", "could {n} be in french?",
+           "wait, what would {n} look like?", "how is that different from what you just said?", "would it use my numbers or general ones?",
+           "how much detail are we talking?", "is that a long thing?", "hm, would that be generic or for me?", "and who would {n} be aimed at?",
+           "before that, is {n} really needed?", "what's usually in {n}?", "could it be shorter than that?", "is that worth it, honestly?"]
+ALREADY = ["I've already got {n}", "we already have {n} from last year", "{who} already did {n} for us", "got one already, thanks",
+           "no need, {n} is already done", "already sorted that one", "the {team} team already has {n}", "I've got a template for that already",
+           "someone on my team already wrote one", "we did {n} last quarter actually", "there's already one on our wiki", "oh I made one myself last week"]
+DEFER = ["not till next month", "after the holidays maybe", "let's revisit that next week", "maybe once I've talked to {who}", "can we do that another time?",
+         "ask me again tomorrow", "not before the budget's approved", "hmm, later, I'm about to head out", "let me think about it over the weekend",
+         "not yet, I need to check a few things first", "hold on, let me see what {who} thinks", "one day maybe, not now"]
+# Reshaping a short answer, composed: a verb and a shape.
+RESHAPE_VERB = ["say that", "put that", "can you put it", "write that", "give me that", "redo that", "could you phrase that", "try that again",
+                "now", "ok,", "hmm,", "and"]
+RESHAPE_SHAPE = ["in one line", "as three bullets", "for a ten year old", "in spanish", "more casually", "as a haiku", "with an example", "in fewer words",
+                 "as a tweet", "in plain words", "as a numbered list", "without the jargon", "in a friendlier way", "as a one-liner", "more briefly",
+                 "like a pirate", "in italian", "as a short poem", "for my grandma", "with an analogy"]
+# An offer accepted in words no list of yeses holds: a verdict on the offer, then a go.
+ACCEPT_VERDICT = ["that would be {a}", "that'd be {a}", "oh, that'd be {a}", "honestly that would be {a}", "{a}, yes", "yes, that'd be {a}", "wow, {a}",
+                  "that sounds {a2}", "now that's {a}", "mm that'd be {a}"]
+ACCEPT_A = ["a huge help", "brilliant", "really useful", "fantastic", "so handy", "perfect for us", "just the thing", "a big help", "gold", "wonderful"]
+ACCEPT_A2 = ["ideal", "handy", "spot on", "useful", "right up my street", "like what I'm after", "very welcome"]
+ACCEPT_GO = ["", "", " go ahead with it", ", let's get it done", ", green light", ", get on it", ", full steam ahead", ", let's see what you come up with",
+             ", I'm sold", ", by all means", ", be my guest", ", count me in", ", please get started", " - do it", ", can't say no to that"]
+
+# Replies that offer and ask nothing: canned lines, plain statements, greetings, pleasantries.
+# After them a small message is small work, whatever its words would mean after an offer.
+PLAIN = ["The answer is ready.", "Here you go.", "Done.", "Sure.", "Okay.", "Noted.", "Got it.", "You're welcome!",
+         "Happy to help.", "Hi! How can I help?", "Hello! What can I do for you?", "I'm doing well, thanks.", "That's right.",
+         "Yes.", "No, not quite.", "It depends on the details.", "I'm not sure, sorry.", "The result is ready.", "All set.",
+         "Here's the short answer: it's 42.", "It's complete.", "Good morning!", "Anytime.", "Sounds good.", "That's all there is to it.",
+         "Correct.", "Nice to meet you too.", "Here it is.", "Finished.", "The reply is ready.", "Ready.", "Hey! What's up?"]
+SMALL_ACK = ["thanks", "thank you!", "ok", "okay", "cool", "nice", "great", "great, thanks!", "got it", "ok cool", "perfect",
+             "awesome", "lovely", "ta", "cheers", "ah ok", "right", "alright", "good", "nice one", "🙂",
+             "lol", "haha", "wow", "interesting", "ok thanks", "oh cool", "good to know",
+             "brilliant, thanks", "noted", "thx", "ty", "ok great", "sweet", "true", "fair",
+             "amazing, thank you so much", "that's great", "ok 👍", "cool cool", "haha nice", "makes sense", "right, ok"]
+SMALL_NEW = ["hi", "hi!", "hello", "hey", "hey there", "good morning", "morning!", "yo", "hiya", "good evening",
+             "how are you?", "how's it going", "what's up", "are you there?", "you still there?", "bye", "goodnight",
+             "see you later", "talk later", "keep talking", "keep talking please", "go on", "tell me more", "more please",
+             "continue", "say something", "anything else?", "what else?", "what do you think?", "tell me a joke",
+             "tell me a fun fact", "what's 2+2?", "what time is it?", "what day is it today?", "flip a coin",
+             "pick a number", "what's your name?", "who are you?", "are you a bot?", "test", "testing", "ping", "hello?",
+             "and?", "go on then", "keep going", "more", "what's 7 times 8?",
+             "another joke", "say hi to my son", "can you hear me?", "how's your day", "thanks, bye", "nothing, just testing"]
+
 FILL = ["um", "uh", "er", "so", "like", "you know", "hmm", "well"]
 
 
@@ -396,6 +473,14 @@ def offer_text(task: str, rng: random.Random, answer: str, mid: bool = False) ->
     return f"{intro}{answer} {offer}"
 
 
+def reshaping(rng: random.Random) -> str:
+    """A request for the last answer in another shape: listed, or composed."""
+    if rng.random() < 0.5:
+        return rng.choice(RESHAPE)
+    text = f"{rng.choice(RESHAPE_VERB)} {rng.choice(RESHAPE_SHAPE)}"
+    return text + rng.choice(["", "", " pls", " please", "?"])
+
+
 def acceptance(rng: random.Random) -> tuple[str, str]:
     r = rng.random()
     if r < 0.45:
@@ -406,6 +491,9 @@ def acceptance(rng: random.Random) -> tuple[str, str]:
         return rng.choice(TYPO), "acceptance typo"
     if r < 0.80:
         return rng.choice(NONNATIVE), "acceptance non-native"
+    if r < 0.88:
+        verdict = rng.choice(ACCEPT_VERDICT).format(a=rng.choice(ACCEPT_A), a2=rng.choice(ACCEPT_A2))
+        return verdict + rng.choice(ACCEPT_GO), "acceptance in other words"
     return rng.choice(COND_FORMS).format(c=rng.choice(CONDITIONS)), "acceptance with condition"
 
 
@@ -414,7 +502,10 @@ class Maker:
         self.rng = random.Random(seed)
         self.rows: list[dict] = []
         self.standalone = standalone
+        self.small_questions = [t for t, lane in standalone if lane == "chat" and len(t.split()) <= 12]
+        self.big_requests = [t for t, lane in standalone if lane == "deep"]
         self.jobs = 0
+        self.group: int | None = None
         self.sizes: dict[str, str] = {}
         """The size of the work each reply offers ("big", "small"); a reply offering none is absent."""
 
@@ -432,7 +523,7 @@ class Maker:
         elif rng.random() < 0.25:
             text = text.lower().rstrip("?.!") if rng.random() < 0.5 else text
         offers = [self.sizes.get(t, "none") for r, t in turns if r == "assistant"]
-        self.rows.append({"kind": kind, "act": act or act_of(kind), "offers": offers, "style": style, "turns": turns, "job": job, "text": text, "lane": lane})
+        self.rows.append({"kind": kind, "act": act or act_of(kind), "offers": offers, "topic": self.group, "style": style, "turns": turns, "job": job, "text": text, "lane": lane})
 
     def prelude(self) -> list:
         """Zero to two unrelated exchanges before the part that matters."""
@@ -443,7 +534,11 @@ class Maker:
         return turns
 
     def topic(self) -> tuple:
-        return self.rng.choice(TOPICS)
+        """A topic, kept as the conversation's `topic` (its index in TOPICS): training scores
+        the offer classifier on topics it was not fitted on (scripts/train_router.py)."""
+        chosen = self.rng.choice(TOPICS)
+        self.group = TOPICS.index(chosen)
+        return chosen
 
     # --- the kinds --------------------------------------------------------------------
 
@@ -470,6 +565,15 @@ class Maker:
             text, kind = self.rng.choice(STATEMENT), "statement that is not a yes"
         else:
             text, kind = self.rng.choice(ASK_ABOUT).format(x="costs"), "question about the offer"
+        r = self.rng.random()
+        named = name if task == big else sname
+        fill = {"n": named, "who": self.rng.choice(WHO), "team": self.rng.choice(TEAMS)}
+        if r < 0.2:
+            text, kind = self.rng.choice(OFFER_Q).format(**fill), "question about the offer"
+        elif r < 0.35:
+            text, kind = self.rng.choice(ALREADY).format(**fill), "statement that is not a yes"
+        elif r < 0.45:
+            text, kind = self.rng.choice(DEFER).format(**fill), "offer declined or deferred"
         self.add(kind, "chat", [*self.prelude(), ["user", asked], ["assistant", reply]], text)
 
     def side_question(self) -> None:
@@ -551,7 +655,7 @@ class Maker:
             more = self.rng.choice(MORE).format(who=self.rng.choice(WHO), team=self.rng.choice(TEAMS))
             text, lane, kind = more, "deep", "another one after deep work"
         else:  # the work is the job's, not in the chat: reshaping it is the job again
-            text, lane, kind = self.rng.choice(RESHAPE), "deep", "reshape of delegated work"
+            text, lane, kind = reshaping(self.rng), "deep", "reshape of delegated work"
         self.add(kind, lane, turns, text, job=self.rng.choice(["running", "done", "done", None]))
 
     def same_for(self) -> None:
@@ -580,7 +684,7 @@ class Maker:
 
     def reshape(self) -> None:
         asked, answer, *_ = self.topic()
-        text = self.rng.choice(RESHAPE)
+        text = reshaping(self.rng)
         self.add("reshape a short answer", "chat", [*self.prelude(), ["user", asked], ["assistant", answer]], text)
 
     def expand(self) -> None:
@@ -610,12 +714,93 @@ class Maker:
         text, lane = self.rng.choice(self.standalone)
         self.add("standalone request in a conversation", lane, [*self.prelude(), ["user", asked], ["assistant", reply]], text)
 
+    def small_after_plain(self) -> None:
+        """A reply that offers and asks nothing (a canned line, a plain answer, a greeting, a
+        job's notice), then a small message: greetings, thanks, small talk, "go on"."""
+        r = self.rng.random()
+        job = None
+        if r < 0.35:
+            q, a = self.rng.choice(SMALLTALK)
+            turns = [["user", q], ["assistant", self.rng.choice([a, self.rng.choice(PLAIN)])]]
+        elif r < 0.55:
+            asked, answer, *_ = self.topic()
+            turns = [["user", asked], ["assistant", self.rng.choice([answer, self.rng.choice(PLAIN)])]]
+        elif r < 0.7:
+            req, ans, _ = self.rng.choice(VARIANT_CHAT)
+            turns = [["user", req], ["assistant", ans]]
+        else:  # a job's hand-off or its notice, then small talk
+            asked, answer, big, name, small, sname = self.topic()
+            j = self.job_id()
+            turns = [["user", big[0].upper() + big[1:]], ["assistant", self.rng.choice(HANDOFFS).format(j=j)]]
+            job = self.rng.choice(["running", None])
+            if self.rng.random() < 0.5:
+                turns += [["assistant", self.rng.choice(DONE_NOTE).format(j=j, n=name, N=name.capitalize())]]
+                job = "done"
+        if self.rng.random() < 0.3:  # and a second plain exchange before it
+            turns += [["user", self.rng.choice(SMALL_NEW + SMALL_ACK)], ["assistant", self.rng.choice(PLAIN)]]
+        r = self.rng.random()
+        if r < 0.4:
+            text, act = self.rng.choice(SMALL_ACK), "acknowledge"
+        elif r < 0.8:
+            text, act = self.rng.choice(SMALL_NEW), "new request"
+        else:  # something said that asks nothing: its act is the one a clarifying answer has
+            text, act = self.rng.choice(SAID), "answer a question"
+        self.add("small talk after a reply that offers nothing", "chat", [*self.prelude(), *turns], text, job=job, act=act)
+
+    def run_on(self) -> None:
+        """A spoken run-on: chatter, then a small question (chat) or a big request (deep),
+        after a plain answer, a job's hand-off or an offer the run-on leaves aside."""
+        asked, answer, big, name, small, sname = self.topic()
+        r = self.rng.random()
+        job = None
+        if r < 0.35:
+            q, a = self.rng.choice(SMALLTALK)
+            turns = [["user", q], ["assistant", a]]
+        elif r < 0.65:
+            turns = [["user", big[0].upper() + big[1:]], ["assistant", self.rng.choice(HANDOFFS).format(j=self.job_id())]]
+            job = self.rng.choice(["running", "running", "done"])
+        else:
+            reply = offer_text(big, self.rng, answer)
+            self.sizes[reply] = "big"
+            turns = [["user", asked], ["assistant", reply]]
+        lead = self.rng.choice(RUNON_MIDDLE).format(t=self.rng.choice(RUNON_TOPICS))
+        wanted, lane = self.rng.choice(self.small_questions), "chat"
+        r = self.rng.random()
+        if r < 0.35:
+            wanted, lane = self.rng.choice(self.big_requests), "deep"
+        act = "new request"
+        if 0.35 <= r < 0.5:  # nothing asked at all: things said, as a clarifying answer says them
+            wanted = self.rng.choice(["", "anyway", "so yeah", "but that's life", "it was a whole thing", "just thought i'd say"])
+            act = "answer a question"
+        said = re.sub(r"[^\w\s'%-]", "", f"{self.rng.choice(RUNON_OPEN)} {lead} {self.rng.choice(RUNON_JOIN)} {wanted}".lower())
+        kind = "spoken run-on ending in a small question" if lane == "chat" else "spoken run-on ending in a big request"
+        self.add(kind, lane, [*self.prelude(), *turns], " ".join(said.split()), job=job, act=act)
+
+    def small_follow_up(self) -> None:
+        """A follow-up of a small question ("and for Lyon?", "now one for my brother", "say
+        it again for ...") is small: a follow-up takes its earlier request's size."""
+        r = self.rng.random()
+        if r < 0.4:
+            req, ans, xs = self.rng.choice(VARIANT_CHAT)
+            text = self.rng.choice(VARIANT_FORMS).format(x=self.rng.choice(xs))
+        elif r < 0.7:
+            p, p2 = self.rng.sample(PLACES, 2)
+            req = self.rng.choice(CHAT_SLOTS).format(p=p)
+            ans = self.rng.choice(["Sunny, 22 degrees.", "About 2 million.", "It's just after noon there.", "The peso.", "Ciao."])
+            text = self.rng.choice(SAME_FOR).format(p=p2)
+        else:
+            req, ans = self.rng.choice(SMALLTALK)
+            text = self.rng.choice(MORE).format(who=self.rng.choice(WHO), team=self.rng.choice(TEAMS))
+        self.add("a follow-up of a small question", "chat", [*self.prelude(), ["user", req], ["assistant", ans]], text, act="follow-up")
+
     def make(self, n: int) -> list[dict]:
         kinds = [(self.offer_accepted, 22), (self.offer_declined, 16), (self.side_question, 6), (self.two_offers, 6),
                  (self.status, 10), (self.after_job_new, 10), (self.follow_up_deep, 7), (self.same_for, 4), (self.variant, 5),
-                 (self.reshape, 5), (self.expand, 4), (self.clarify, 7), (self.standalone_in_context, 12)]
+                 (self.reshape, 5), (self.expand, 4), (self.clarify, 7), (self.standalone_in_context, 12),
+                 (self.small_after_plain, 8), (self.run_on, 5), (self.small_follow_up, 4)]
         fns, weights = zip(*kinds, strict=True)
         while len(self.rows) < n:
+            self.group = None
             self.rng.choices(fns, weights)[0]()
         return self.rows
 
@@ -650,7 +835,7 @@ def standalone_requests() -> list[tuple[str, str]]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("out", nargs="?", type=Path, default=OUT)
-    ap.add_argument("--n", type=int, default=7500)
+    ap.add_argument("--n", type=int, default=8000)
     ap.add_argument("--seed", type=int, default=37)
     args = ap.parse_args(argv)
     rows = Maker(args.seed, standalone_requests()).make(args.n)

@@ -50,6 +50,7 @@ TIERS = {
     "test_leftovers": ("process",),
     "test_app_killed": ("process", "model"),
     "test_openai_api": ("process", "model"),
+    "test_openai_routing": ("process", "model"),
     "test_housekeeping": ("process",),
     "test_openwebui": ("openwebui", "browser", "process"),
     "test_openai_audio": ("process", "model"),

@@ -60,6 +60,23 @@ async def test_turn_streams_and_is_stored_with_its_latency_record(sim_url, setti
     assert user == "hello" and stored.reply == result.reply and stored.timings.ttft
 
 
+async def test_a_reply_is_given_to_the_router_when_it_is_written(sim_url, settings):
+    """Issue 50, item 4: the router embeds a reply when it is written, on a thread, so the next
+    turn's decision embeds only its message."""
+    import asyncio
+
+    written: list[str] = []
+    chat = _service(sim_settings(settings, sim_url), sim_engine(sim_url))
+    chat.chat.router.remember = written.append  # type: ignore[attr-defined]
+    request = TurnRequest(text="hello", owner="ann")
+    result = [u async for u in chat.stream(request)][-1].result
+    for _ in range(200):
+        if written:
+            break
+        await asyncio.sleep(0.01)
+    assert written == [result.reply] and result.reply
+
+
 async def test_history_is_append_only_and_bounded(sim_url, settings):
     s = sim_settings(settings, sim_url, history_tokens=400)
     chat = _service(s, sim_engine(sim_url))

@@ -84,3 +84,22 @@ def test_the_real_router_decides_the_same_in_a_batch() -> None:
     probs = router.classify([t for t in TEXTS if t])
     for t, p in zip([t for t in TEXTS if t], probs, strict=True):
         assert abs(float(router.classify([t])[0]) - float(p)) < 1e-4
+
+
+@pytest.mark.model
+async def test_the_real_router_reads_conversations_in_a_batch_as_decide_does() -> None:
+    """Issue 50: the batched path (every page, call and `/v1` turn) read a conversation only
+    through the issue-30 rules; `decide` reads it with the conversation classifier."""
+    from assistant.routing.router import Router
+    from scripts.eval_router import conversation_of, load_conversations
+
+    router = Router.load()
+    cases = load_conversations()[::6]  # every group of the project's multi-turn set
+    asked = [(c["text"], conversation_of(c)) for c in cases] + [(t, None) for t in TEXTS]
+    alone = [router.decide(t, conversation=c) for t, c in asked]
+    batcher = RouteBatcher()
+    together = await asyncio.gather(*(batcher.decide(router, t, conversation=c) for t, c in asked))
+    assert [(d.lane, d.reason, d.text) for d in together] == [
+        (d.lane, d.reason, d.text) for d in alone
+    ]
+    assert sum("(conversation " in d.reason for d in together) >= len(cases) * 0.8

@@ -17,7 +17,7 @@ import pytest
 
 from assistant.routing import context
 from assistant.routing.conversation import Conversation
-from assistant.routing.router import Router
+from assistant.routing.router import Router, routed_text
 from scripts.eval_router import CONVERSATIONS, conversation_of, decision_ms, load_conversations
 from scripts.train_router import (
     CONTEXT_OUT,
@@ -110,6 +110,54 @@ def test_exchanges_nobody_listed(router: Router, turns, text, lane):
     assert "(conversation " in d.reason
 
 
+_CANNED = "The answer is ready."  # the test tier's tiny model says only this (tests/vllm_proc.py)
+
+
+@pytest.mark.model
+@pytest.mark.parametrize(
+    "turns",
+    [
+        # the page's turns in test_vllm_page: a question, a spoken turn, each answered canned
+        (("user", "What is the capital of France?"), ("assistant", _CANNED),
+         ("user", "Ask not what your country can do for you."), ("assistant", _CANNED)),
+        (("user", "think hard about the halting problem"), ("assistant", _CANNED)),
+        (("user", "who wrote Middlemarch?"), ("assistant", "George Eliot.")),
+        (("user", "hello"), ("assistant", "Hi! What can I do for you today?")),
+        (("user", "is it cold out?"), ("assistant", "About 4 degrees, with wind.")),
+    ],
+)  # fmt: skip
+@pytest.mark.parametrize(
+    "text",
+    ["Keep talking please [[long]]", "Keep talking please", "hi!", "thanks", "ok", "cool",
+     "great, thanks!", "nice", "good morning", "how are you?"],
+)  # fmt: skip
+def test_small_messages_after_replies_that_offer_nothing_stay_chat(router: Router, turns, text):
+    """Issue 50: after a reply that offers and asks nothing (the tiny model's canned line, a
+    plain answer, a greeting), a small message is small work. The conversation classifier
+    sent "Keep talking please" (0.59) and "hi!" (0.58) after the canned line to the deep lane,
+    and "ok", "thanks", "cool" after plain answers: its training conversations had small
+    messages only after offers (a yes) and "is ready" only in a job's notice."""
+    d = router.decide(text, conversation=Conversation(turns=turns))
+    assert "(conversation " in d.reason
+    assert d.lane == "chat", d.reason
+
+
+def _zero(i: int) -> float:
+    return 0.0
+
+
+def test_a_reply_the_app_knows_went_chat_is_no_jobs_notice():
+    """ "The answer is ready." reads like a job's notice ("... is ready"); on the page the app
+    knows the request it answered went to the chat lane, and then it is an answer (issue 50:
+    test_vllm_page's spoken turn after it was taken for a follow-up of a job and went deep)."""
+    turns = (("user", "What is the capital of France?"), ("assistant", _CANNED))
+    notice = [
+        context.facts(context.parts("hi", Conversation(turns=turns, last_lane=lane)), _zero)[10]
+        for lane in (None, "chat", "deep")
+    ]  # fmt: skip
+    assert notice == [1.0, 0.0, 1.0]
+
+
 @pytest.mark.model
 def test_an_accepted_offer_becomes_the_jobs_text(router: Router):
     offer = "I could write the complete rollout plan with a timeline and training."
@@ -126,7 +174,9 @@ def test_decision_time_is_measured(router: Router):
     small is checked below, by what the encoder is given."""
     ms = decision_ms(router, load_conversations(CONVERSATIONS)[:60])
     print("\nconversation decision ms: " + ", ".join(f"{k} {v:.1f}" for k, v in ms.items()))
-    assert set(ms) == {"cold p50", "cold p95", "in a conversation p50", "in a conversation p95"}
+    assert set(ms) == {
+        f"{k} p{q}" for k in ("cold", "in a conversation", "replies remembered") for q in (50, 95)
+    }
     assert all(np.isfinite(v) and v > 0 for v in ms.values())
 
 
@@ -162,3 +212,28 @@ def test_a_decision_in_a_conversation_is_one_encoder_pass(router: Router, monkey
         again = router.decide(case["text"], conversation=conv)
         assert len(counting.passes) == 1, counting.passes[1:]
         assert (again.lane, again.reason) == (first.lane, first.reason)
+
+
+@pytest.mark.model
+def test_a_reply_remembered_when_written_leaves_the_decision_its_message(
+    router: Router, monkeypatch
+):
+    """Issue 50, item 4: the app embeds each reply when it is written (`Router.remember`, off
+    the decision path), so the next turn's decision embeds its message alone; the decision
+    is the one made without it."""
+    counting = _Counting(router.encoder)
+    monkeypatch.setattr(router, "encoder", counting)
+    for case in load_conversations(CONVERSATIONS)[:30]:
+        conv = conversation_of(case)
+        router._cache.clear()
+        cold = router.decide(case["text"], conversation=conv)
+        router._cache.clear()
+        for role, said in conv.turns:  # each turn as it came: requests routed, replies written
+            if role == "assistant":
+                router.remember(said)
+            else:
+                router.vectors([routed_text(said)], [context.MESSAGE_TOKENS])
+        counting.passes.clear()
+        d = router.decide(case["text"], conversation=conv)
+        assert counting.passes in ([], [[routed_text(case["text"])]]), counting.passes
+        assert (d.lane, d.reason) == (cold.lane, cold.reason)

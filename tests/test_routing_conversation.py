@@ -91,16 +91,16 @@ def test_dev_set_is_apart_from_the_training_data():
 
 @pytest.mark.model
 def test_figures_on_the_multi_turn_set(router: Router):
-    """With the conversation read, accuracy at least 0.95 and deep recall at least 0.96 (issue
-    30 held the rules written beside this set to 0.98; the learned classifier of issue 37,
-    never tuned on it, scores 0.973 / 0.979, and 0.963 / 0.986 on a set written blind, where
-    the rules scored 0.769 / 0.622); the last message alone scores far lower."""
+    """With the conversation read, accuracy at least 0.95 and deep recall at least 0.98 (issue
+    30 held the rules written beside this set to 0.98; issue 37's learned classifier, never
+    tuned on it, scored 0.973 / 0.979 and the floor was lowered to 0.96; issue 50 put it back:
+    0.985 / 0.986, 139 of 141 deep); the last message alone scores far lower."""
     cases = load_conversations(CONVERSATIONS)
     read_ = score_conversations(router, cases)
     alone = score_conversations(router, cases, read=False)
     print(f"\nmulti-turn: accuracy {read_.accuracy:.3f}, deep recall {read_.deep_recall:.3f}")
     print(f"last message alone: {alone.accuracy:.3f}, deep recall {alone.deep_recall:.3f}")
-    assert read_.accuracy >= 0.95 and read_.deep_recall >= 0.96, read_.misses
+    assert read_.accuracy >= 0.95 and read_.deep_recall >= 0.98, read_.misses
     assert alone.accuracy < 0.8 and alone.deep_recall < 0.6
 
 
@@ -159,6 +159,16 @@ def test_find_offer(reply: str, task: str | None):
 def test_reading_an_answer_to_an_offer(text: str, reason: str | None):
     found = read(text, OFFERED)
     assert (found.reason.split(" to ")[0] if found else None) == reason
+
+
+def test_a_clients_whole_history_is_read():
+    """All of it, as `Router.decide` is scored: the classifier reads the conversation's length
+    and every earlier hand-off notice (issue 50: the last three exchanges were kept)."""
+    pairs = [(f"question {i}", f"answer {i}") for i in range(5)]
+    conversation = Conversation.of_exchanges(pairs)
+    assert len(conversation.turns) == 10 and conversation.turns[0] == ("user", "question 0")
+    rows = [{"role": r, "content": t} for r, t in conversation.turns]
+    assert Conversation.of_messages(rows).turns == conversation.turns
 
 
 def test_no_conversation_no_rule():

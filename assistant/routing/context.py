@@ -122,7 +122,9 @@ def facts(p: Parts, logit: Callable[[int], float]) -> np.ndarray:
         float(c.job == "running"),
         float(c.job == "done"),
         float(c.job == "failed"),
-        float(bool(_NOTICE.search(last[-300:]))),
+        # a job's notice in the last reply; not when the app knows that reply answered on the
+        # chat lane ("The answer is ready." is then an answer, not a job's notice)
+        float(bool(_NOTICE.search(last[-300:])) and c.last_lane != "chat"),
         float(any(_NOTICE.search(t[-300:]) for t in replies[:-1])),
         float(c.last_lane == "deep"),
         float(c.last_lane == "chat"),

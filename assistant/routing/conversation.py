@@ -29,8 +29,6 @@ from assistant.records import Lane
 from assistant.routing.spoken import strip_fillers
 
 JobState = Literal["running", "done"]
-TURNS_READ = 6
-"""Messages read before the last one: the earlier request, the offer, and a little more."""
 
 
 @dataclass(frozen=True)
@@ -51,9 +49,11 @@ class Conversation:
 
     @classmethod
     def of_exchanges(cls, pairs: Sequence[tuple[str, str]], **known: object) -> Conversation:
-        """From (request, reply) pairs, as stored and as an OpenAI client sends them."""
+        """From (request, reply) pairs, as stored and as an OpenAI client sends them: all of
+        them, as `Router.decide` is scored (the classifier reads how long the conversation is
+        and every earlier hand-off notice; issue 50: three pairs kept decided otherwise)."""
         turns: list[tuple[str, str]] = []
-        for asked, replied in list(pairs)[-(TURNS_READ // 2) :]:
+        for asked, replied in pairs:
             turns += [("user", asked), ("assistant", replied)]
         return cls(turns=tuple(turns), **known)  # type: ignore[arg-type]
 
@@ -65,7 +65,7 @@ class Conversation:
             for m in messages
             if m.get("role") in ("user", "assistant")
         )
-        return cls(turns=turns[-TURNS_READ:])
+        return cls(turns=turns)
 
     def last(self, role: str) -> str:
         return next((t for r, t in reversed(self.turns) if r == role), "")

@@ -13,6 +13,7 @@ reach prompts, tools or permissions from here.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import threading
@@ -27,7 +28,16 @@ from pathlib import Path
 import numpy as np
 
 from assistant.records import Lane, RouteDecision
-from assistant.routing.context import ContextHead, Parts, Row, parts, row
+from assistant.routing.context import (
+    BEFORE_TOKENS,
+    REPLY_TOKENS,
+    ContextHead,
+    Parts,
+    Row,
+    focus,
+    parts,
+    row,
+)
 from assistant.routing.conversation import (
     Conversation,
     Reading,
@@ -246,17 +256,18 @@ class Router:
     def decide_many(
         self, texts: Sequence[str], conversations: Sequence[Conversation | None] | None = None
     ) -> list[RouteDecision]:
-        """`decide` for several requests at once: one encoder pass for all that need the
-        classifier on their own text (`routing.batch` gathers the requests of concurrent
-        turns); a request a conversation rule applies to is decided on its own."""
+        """`decide` for several requests at once, each decided as `decide` decides it (same
+        lane, reason and text): one encoder pass for all the message classifier reads alone
+        (`routing.batch` gathers the requests of concurrent turns); a request with turns
+        before it is read with them, on its own (issue 50: read here by the issue-30 rules
+        only, the page's and `/v1`'s turns missed the conversation classifier)."""
         start = time.perf_counter()
         texts = [(t or "").strip() for t in texts]
         convs = list(conversations or [None] * len(texts))
         found = [self._explicit(t, False) for t in texts]
         for i, (t, conv) in enumerate(zip(texts, convs, strict=True)):
-            reading = read(t, conv) if found[i] is None else None
-            if reading is not None:
-                found[i] = self._by_reading(reading, t, conv)  # type: ignore[arg-type]
+            if found[i] is None and conv is not None and conv.turns:
+                found[i] = self._decide(t, False, conv)
         need = [i for i, f in enumerate(found) if f is None]
         if need:
             p = self.classify([texts[i] for i in need])
@@ -272,6 +283,15 @@ class Router:
     def _p_single(self, text: str) -> float:
         """P(deep) of one text by the single-message head, embedded through the cache."""
         return float(self.head.p_deep(self.vectors([routed_text(text)], [ROUTE_TOKENS]))[0])
+
+    def remember(self, reply: str) -> None:
+        """Embed a reply as the next decisions read it (the last reply, then the one before),
+        when it is written and off the decision path: a turn then embeds only its message
+        (issue 50, item 4). Best effort: a failure here only costs the next decision time."""
+        seen = routed_text(focus(reply))
+        if seen:
+            with contextlib.suppress(Exception):
+                self.vectors([seen, seen], [REPLY_TOKENS, BEFORE_TOKENS])
 
     def context_row(self, p: Parts) -> Row:
         """What the conversation classifier reads of `p` (see `routing.context`)."""

@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import dataclasses
 import logging
@@ -218,7 +219,14 @@ class ChatService:
                 yield TurnEvent("waiting", text=handoff.job_id or "")
                 result.lane = "deep"
                 result.reply = (result.reply.strip() + "\n\n" + handoff.reply).strip()
+        self._remember(result.reply)
         yield TurnEvent("done", result=result)
+
+    def _remember(self, reply: str) -> None:
+        """The router embeds the reply now, on a thread, not when the next turn is routed."""
+        remember = getattr(self.router, "remember", None)  # a stand-in router may have none
+        if remember is not None and reply.strip():
+            asyncio.get_running_loop().run_in_executor(None, remember, reply)
 
     async def _follow(
         self,
