@@ -5,7 +5,8 @@ Chromium's fake microphone plays one file (real recordings from ../shared/audio)
 (one request with 1.1 s pauses inside it), silence, a second request, and a third that starts
 while the second one's reply is still being generated. Only the call button is clicked. Every
 wait is for something the page shows, never a fixed time: the gaps in the file only have to
-be longer than the merge window (2 s) and shorter than the reply's speech (25 words).
+be longer than the merge window (2 s) and the time to a reply's first audio on a busy machine
+(about 3.5 s), and shorter than the reply's speech (25 words, about 9 s).
 """
 
 from __future__ import annotations
@@ -55,7 +56,10 @@ def mic_wav(tmp_path_factory: pytest.TempPathFactory) -> Path:
             mono16k(AUDIO / "jfk.flac"),  # "And so my fellow Americans, ask not ..."
             silence(20.0),  # its whole reply, generated and played
             mono16k(stereo, 1),  # "The horizon seems extremely distant."
-            silence(3.0),  # past the merge window; the reply still plays when ...
+            # past the merge window, and past the reply's first audio on a busy machine (3.3 s
+            # after the request in CI: 3.0 s of silence let the next request stop it before any
+            # of it played, kept as ""); its 25 words still play when ...
+            silence(6.0),
             mono16k(AUDIO / "hotwords.mp3"),  # "... go into your ComfyUI folder ..."
             silence(40.0),
         ]
