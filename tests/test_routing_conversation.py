@@ -405,3 +405,28 @@ async def test_a_follow_up_to_a_stored_job_carries_the_earlier_task(settings, ro
     )
     prompt = store.job(again.job_id).prompt
     assert prompt.startswith(research) and prompt.endswith("now do the same for Berlin")
+
+
+def test_a_long_history_is_read_within_bounds_and_still_decided_by_its_ends(router):
+    # a client's history is its own to make as long as it likes: one 1 MB reply ("<think>" x
+    # 150,000, issue 38's worst input) held the app's event loop 1.5 s for one decision once
+    # /v1 read the conversation classifier (issue 50); the offer at a long reply's end and a
+    # long request's start are what the router reads of them
+    from assistant.routing.conversation import READ_CHARS
+
+    offer = "Would you like me to draft the full migration plan with every step?"
+    msgs = [
+        {"role": "user", "content": "how do I move our database to postgres? " + "x " * 50_000},
+        {"role": "assistant", "content": "<think>" * 150_000 + " " + offer},
+    ]
+    conv = Conversation.of_messages(msgs)
+    assert [len(t) for _, t in conv.turns] == [READ_CHARS, READ_CHARS]
+    assert conv.turns[0][1].startswith("how do I move") and conv.turns[1][1].endswith(offer)
+    same = Conversation.of_exchanges([(msgs[0]["content"], msgs[1]["content"])])
+    assert same.turns == conv.turns  # stored threads and a client's messages read alike
+    short = Conversation.of_messages(
+        [{"role": "user", "content": "how do I move our database to postgres?"},
+         {"role": "assistant", "content": "A few steps. " + offer}]
+    )  # fmt: skip
+    assert router.decide("yes please", conversation=conv).lane == "deep"
+    assert router.decide("yes please", conversation=short).lane == "deep"

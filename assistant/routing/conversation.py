@@ -29,6 +29,15 @@ from assistant.records import Lane
 from assistant.routing.spoken import strip_fillers
 
 JobState = Literal["running", "done"]
+READ_CHARS = 4000
+"""Of each earlier message the router reads at most this much: a request's start, a reply's
+end (where it offers; a notice is read in its last 300 characters). The encoder reads a few
+hundred tokens at most, and a client's history is its own to make as long as it likes: one
+1 MB reply held the event loop 1.5 s for one decision (the GIL, in the router's thread)."""
+
+
+def _read(role: str, text: str) -> tuple[str, str]:
+    return role, (text[:READ_CHARS] if role == "user" else text[-READ_CHARS:])
 
 
 @dataclass(frozen=True)
@@ -54,14 +63,14 @@ class Conversation:
         and every earlier hand-off notice; issue 50: three pairs kept decided otherwise)."""
         turns: list[tuple[str, str]] = []
         for asked, replied in pairs:
-            turns += [("user", asked), ("assistant", replied)]
+            turns += [_read("user", asked), _read("assistant", replied)]
         return cls(turns=tuple(turns), **known)  # type: ignore[arg-type]
 
     @classmethod
     def of_messages(cls, messages: Sequence[dict]) -> Conversation:
         """From OpenAI-style messages ({"role", "content"}) before the last user message."""
         turns = tuple(
-            (str(m.get("role")), str(m.get("content") or ""))
+            _read(str(m.get("role")), str(m.get("content") or ""))
             for m in messages
             if m.get("role") in ("user", "assistant")
         )
