@@ -33,7 +33,7 @@ class VoiceTurn:
     """Cancelled before it was committed: the person went on; it is not stored."""
     began: bool = False
     """Its turn's stream began (which stores it however it ends), or it was stored without
-    one (`Call._keep_unstarted`)."""
+    one (`keep_unstarted`)."""
     reply: str = ""
     audio_ms: float = 0.0
     """Audio sent to the page so far (its duration)."""

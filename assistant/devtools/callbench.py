@@ -61,7 +61,7 @@ async def _call(url: str, cookie: str, recordings: list[bytes]) -> dict[str, Any
     import websockets
 
     got: dict[str, Any] = {
-        "turns": 0, "audio_frames": 0, "done": 0, "ended_by_app": None
+        "turns": 0, "audio_frames": 0, "ended_by_app": None
     }  # fmt: skip
     where = url.replace("http://", "ws://") + "listen"
     async with websockets.connect(where, additional_headers={"Cookie": cookie}) as ws:
@@ -75,8 +75,6 @@ async def _call(url: str, cookie: str, recordings: list[bytes]) -> dict[str, Any
                     said = json.loads(message)
                     if said.get("kind") == "turn":
                         got["turns"] += 1
-                    elif said.get("kind") == "done":
-                        got["done"] += 1
                     elif said.get("kind") == "state" and said.get("state") == "listening":
                         answered.set()
                     elif said.get("kind") == "state":

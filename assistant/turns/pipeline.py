@@ -105,10 +105,10 @@ class Pipeline:
         `keep_stopped`: whether a turn stopped before its end is stored (a hands-free reply
         prepared for words that went on is not: it was never the person's turn). `hold`:
         awaited before the turn is stored (a prepared reply waits for its end to be decided)."""
-        if self.disk is not None and request.conversation_id is not None:
+        if request.conversation_id is not None:
             # a turn that would be stored, refused before anything is heard, routed or stored:
             # a login over its disk keeps everything it has and adds nothing
-            if (why := self.disk(request.owner)) is not None:
+            if (why := self._over_disk(request.owner)) is not None:
                 raise Busy(why)
         rec = Recorder(request.received_ms, log_to=self.log_to, observe=self.observe)
         for stage, ms in request.heard_ms.items():
@@ -158,11 +158,14 @@ class Pipeline:
         """Store `request` as a turn stopped before it was routed, as `stream` does when one is
         stopped at once, for a turn whose stream never began (a task cancelled before its
         first step never runs the stream's `finally`)."""
-        over_disk = self.disk is not None and self.disk(request.owner) is not None
-        if request.text.strip() and not over_disk:
+        if request.text.strip() and self._over_disk(request.owner) is None:
             stopped = _Partial(decision=UNROUTED)
             rec = Recorder(request.received_ms, log_to=self.log_to, observe=self.observe)
             self._finish(rec, request, request.text, stopped.stopped(STOPPED))
+
+    def _over_disk(self, owner: str) -> str | None:
+        """Why `owner` may store no more turns (`limits.disk_refusal`), or None."""
+        return self.disk(owner) if self.disk is not None else None
 
     async def route(self, text: str, conversation_id: str | None) -> RouteDecision:
         """The lane a turn of `text` would take (no engine call): a call asks before it
